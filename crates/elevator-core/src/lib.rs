@@ -1,0 +1,18 @@
+//! Core types shared by every part of `elevator`.
+//!
+//! Nothing here reads a clock, touches a file or draws an unseeded random
+//! number: time is an [`Instant`] passed in by whoever drives the policies
+//! (the simulator or the io_uring runtime), and randomness comes from a
+//! [`Prng`] seeded by the scenario.
+
+mod ioprio;
+mod limits;
+mod prng;
+mod request;
+mod time;
+
+pub use ioprio::{IoClass, IoPrio, IoPrioError, IOPRIO_LEVELS};
+pub use limits::QueueLimits;
+pub use prng::Prng;
+pub use request::{GroupId, Op, Request, RequestId, Sector, TaskId, SECTOR_SIZE};
+pub use time::{Duration, Instant};

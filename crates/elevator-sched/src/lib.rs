@@ -1,0 +1,77 @@
+//! I/O scheduling policies behind one trait.
+//!
+//! The [`Scheduler`] trait is modelled on the kernel's elevator operations
+//! (`elevator_mq_ops`): a request is inserted, the engine asks for the next
+//! request to dispatch, and tells the policy when a request completes. The
+//! one addition is [`Dispatch::Wait`]: a policy that wants the disk to stay
+//! idle for a while (anticipation, CFQ/BFQ idling, throttling) says until
+//! when, and the engine arms a wake-up instead of polling.
+//!
+//! Architecture invariant: policies are pure state machines. They receive
+//! `now` as an argument and never read a clock, draw a random number, spawn
+//! a thread or touch a file, so the same calls in the same order give the
+//! same answers whether the simulator or the io_uring runtime drives them.
+//!
+//! Adding a policy is one module under [`policy`] and one line in
+//! [`registry`]; the conformance suite and the benchmarks pick it up from
+//! there.
+
+pub mod policy;
+mod queue;
+mod registry;
+pub mod stats;
+
+pub use queue::{MergeRule, SortedQueue};
+pub use registry::{find, registry, SchedulerType, Tunable, TunableError, Tunables};
+
+use elevator_core::{Duration, Instant, Request, TaskId};
+
+/// What a policy answers when asked for work.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Send this request to the device now.
+    Request(Request),
+    /// Requests are queued (or expected) but the policy wants the device to
+    /// stay idle until `until`; ask again then, or earlier if something is
+    /// inserted or completes.
+    Wait { until: Instant },
+    /// Nothing to dispatch and nothing to wait for.
+    Empty,
+}
+
+/// An I/O scheduling policy.
+pub trait Scheduler: Send + std::fmt::Debug {
+    /// The registry name of this policy.
+    fn name(&self) -> &'static str;
+
+    /// Queue a request (`request.arrival` is `now`). The policy may merge it
+    /// into a queued request instead of queueing it on its own; the survivor
+    /// then lists its id in `merged`.
+    fn insert(&mut self, request: Request, now: Instant);
+
+    /// The next request for the device, a wait, or nothing.
+    fn dispatch(&mut self, now: Instant) -> Dispatch;
+
+    /// The device finished `request` (as dispatched, with its merged ids).
+    fn complete(&mut self, request: &Request, now: Instant);
+
+    /// Number of requests queued (merged requests count once).
+    fn queued(&self) -> usize;
+
+    /// Whether any request is queued.
+    fn has_work(&self) -> bool {
+        self.queued() > 0
+    }
+
+    /// The task exited: it will issue no more I/O (AS stops anticipating it).
+    fn task_exited(&mut self, _task: TaskId, _now: Instant) {}
+
+    /// The longest a request may wait between insertion and dispatch, when
+    /// each dispatched request keeps the device busy for at most `service`
+    /// and at most `max_queued` requests are ever queued. `None` means the
+    /// policy promises no bound (noop under an unbounded flood does, but
+    /// an idle-class queue may not). The conformance suite checks it.
+    fn starvation_bound(&self, _service: Duration, _max_queued: usize) -> Option<Duration> {
+        None
+    }
+}
