@@ -1,1 +1,47 @@
+//! Device models: what services a request, and how long it takes.
+//!
+//! A device is a pure state machine like a policy: the engine submits a
+//! request at `now`, asks when the next completion is due, and collects
+//! completions once time has reached it. Models never read a clock; the
+//! rotational position of a disk is derived from `now`.
+//!
+//! A device is data: each model is built from a profile file (TOML) whose
+//! comments cite where every number comes from. Built-in profiles ship in
+//! `profiles/`; `--device path.toml` loads another.
+//!
+//! Architecture invariant: `in_flight() <= limits().queue_depth`; the
+//! engine never submits more, and a model returns every submitted request
+//! exactly once through `complete`.
 
+use elevator_core::{Instant, QueueLimits, Request, RequestId};
+
+/// Counters a device keeps over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DeviceStats {
+    /// Total time with at least one request in service, ns.
+    pub busy_ns: u64,
+    /// Requests serviced.
+    pub requests: u64,
+    /// Head movements to a different cylinder (zero for flash).
+    pub seeks: u64,
+    /// Sum of seek distances, in sectors.
+    pub seek_distance: u64,
+}
+
+/// A simulated storage device.
+pub trait Device: Send + std::fmt::Debug {
+    /// The profile name.
+    fn name(&self) -> &str;
+    /// What the block layer above may know of it.
+    fn limits(&self) -> QueueLimits;
+    /// Start servicing `request` at `now`.
+    fn submit(&mut self, request: &Request, now: Instant);
+    /// When the next completion is due, if any request is in flight.
+    fn next_completion(&self) -> Option<Instant>;
+    /// Pop one request whose service finished at or before `now`.
+    fn complete(&mut self, now: Instant) -> Option<RequestId>;
+    /// Requests submitted and not yet completed.
+    fn in_flight(&self) -> usize;
+    /// Counters so far.
+    fn stats(&self) -> DeviceStats;
+}
