@@ -1,0 +1,282 @@
+//! The event loop.
+
+use crate::workload::{Completion, Io, Workload};
+use elevator_core::{Instant, Op, Request, RequestId, Sector, TaskId};
+use elevator_device::{Device, DeviceStats};
+use elevator_sched::{Dispatch, Scheduler};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Requests per direction the block queue may hold (queued in the policy
+/// or in flight on the device) before submitters wait for a free slot: the
+/// kernel's `nr_requests`, BLKDEV_MAX_RQ = 128 in 2.6 (include/linux/blkdev.h).
+pub const NR_REQUESTS: usize = 128;
+
+/// Engine settings that are not the policy's or the device's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Request slots per direction (read, write); `usize::MAX` for none.
+    pub nr_requests: [usize; 2],
+    /// Stop here even if the workload has not finished.
+    pub time_limit: Instant,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            nr_requests: [NR_REQUESTS, NR_REQUESTS],
+            time_limit: Instant::NEVER,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunSummary {
+    /// Virtual time when the run stopped.
+    pub end: Instant,
+    /// The time limit stopped the run before the workload finished.
+    pub timed_out: bool,
+    /// Requests completed (merged requests count each part).
+    pub completed: u64,
+    /// Engine iterations (distinct event instants handled).
+    pub events: u64,
+    pub device: DeviceStats,
+}
+
+/// What the engine remembers of a submitted request until it completes.
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    submitted: Instant,
+    op: Op,
+    sector: Sector,
+    sectors: u32,
+    task: TaskId,
+}
+
+const READ: usize = 0;
+const WRITE: usize = 1;
+
+fn dir_of(r: &Request) -> usize {
+    if r.op == Op::Read {
+        READ
+    } else {
+        WRITE
+    }
+}
+
+/// A policy and a device in virtual time.
+#[derive(Debug)]
+pub struct Engine {
+    sched: Box<dyn Scheduler>,
+    device: Box<dyn Device>,
+    config: EngineConfig,
+    now: Instant,
+    next_id: u64,
+    timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
+    timer_seq: u64,
+    sched_wake: Option<Instant>,
+    parts: FxHashMap<RequestId, Part>,
+    in_flight: FxHashMap<RequestId, (Request, Instant)>,
+    /// Slots used per direction, and submitters waiting for one.
+    allocated: [usize; 2],
+    waiting: [VecDeque<Request>; 2],
+    completed: u64,
+    // Scratch buffers reused across workload calls.
+    submitted: Vec<Request>,
+    armed: Vec<(Instant, u64)>,
+    exited: Vec<TaskId>,
+}
+
+impl Engine {
+    pub fn new(sched: Box<dyn Scheduler>, device: Box<dyn Device>, config: EngineConfig) -> Self {
+        Engine {
+            sched,
+            device,
+            config,
+            now: Instant::ZERO,
+            next_id: 1,
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            sched_wake: None,
+            parts: FxHashMap::default(),
+            in_flight: FxHashMap::default(),
+            allocated: [0, 0],
+            waiting: [VecDeque::new(), VecDeque::new()],
+            completed: 0,
+            submitted: Vec::new(),
+            armed: Vec::new(),
+            exited: Vec::new(),
+        }
+    }
+
+    pub fn scheduler(&self) -> &dyn Scheduler {
+        self.sched.as_ref()
+    }
+
+    pub fn device(&self) -> &dyn Device {
+        self.device.as_ref()
+    }
+
+    /// Run `workload` until it finishes, nothing more can happen, or the
+    /// time limit.
+    pub fn run(&mut self, workload: &mut dyn Workload) -> RunSummary {
+        let mut events = 0u64;
+        let mut timed_out = false;
+        self.call(workload, |w, io| w.start(io));
+        self.dispatch();
+        while !workload.finished() {
+            let next = [
+                self.device.next_completion(),
+                self.timers.peek().map(|Reverse((t, _, _))| *t),
+                self.sched_wake,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let Some(next) = next else { break };
+            if next > self.config.time_limit {
+                self.now = self.config.time_limit;
+                timed_out = true;
+                break;
+            }
+            debug_assert!(next >= self.now, "time went backwards");
+            self.now = next;
+            events += 1;
+
+            while let Some(id) = self.device.complete(self.now) {
+                self.finish(id, workload);
+            }
+            while let Some(&Reverse((t, _, token))) = self.timers.peek() {
+                if t > self.now {
+                    break;
+                }
+                self.timers.pop();
+                self.call(workload, |w, io| w.wake(token, io));
+            }
+            if self.sched_wake.is_some_and(|t| t <= self.now) {
+                self.sched_wake = None;
+            }
+            self.dispatch();
+        }
+        RunSummary {
+            end: self.now,
+            timed_out,
+            completed: self.completed,
+            events,
+            device: self.device.stats(),
+        }
+    }
+
+    /// Call the workload, then act on what it asked for.
+    fn call(&mut self, workload: &mut dyn Workload, f: impl FnOnce(&mut dyn Workload, &mut Io<'_>)) {
+        let mut io = Io {
+            now: self.now,
+            next_id: &mut self.next_id,
+            submitted: &mut self.submitted,
+            timers: &mut self.armed,
+            exited: &mut self.exited,
+        };
+        f(workload, &mut io);
+        for (at, token) in self.armed.drain(..) {
+            self.timers.push(Reverse((at, self.timer_seq, token)));
+            self.timer_seq += 1;
+        }
+        for task in self.exited.drain(..) {
+            self.sched.task_exited(task, self.now);
+        }
+        let mut submitted = std::mem::take(&mut self.submitted);
+        for request in submitted.drain(..) {
+            self.parts.insert(
+                request.id,
+                Part {
+                    submitted: self.now,
+                    op: request.op,
+                    sector: request.sector,
+                    sectors: request.sectors,
+                    task: request.task,
+                },
+            );
+            self.admit(request);
+        }
+        self.submitted = submitted;
+    }
+
+    /// Give `request` a slot and the policy, or queue it for a slot.
+    fn admit(&mut self, request: Request) {
+        let dir = dir_of(&request);
+        if self.allocated[dir] >= self.config.nr_requests[dir] || !self.waiting[dir].is_empty() {
+            self.waiting[dir].push_back(request);
+        } else {
+            self.insert(request);
+        }
+    }
+
+    fn insert(&mut self, mut request: Request) {
+        let dir = dir_of(&request);
+        request.arrival = self.now;
+        let before = self.sched.queued();
+        self.sched.insert(request, self.now);
+        // A merge takes no new slot; coalescing two queued requests frees one.
+        let after = self.sched.queued();
+        self.allocated[dir] = (self.allocated[dir] + after).saturating_sub(before);
+    }
+
+    /// Feed the device while it has free slots and the policy has work.
+    fn dispatch(&mut self) {
+        let depth = self.device.limits().queue_depth as usize;
+        while self.device.in_flight() < depth {
+            match self.sched.dispatch(self.now) {
+                Dispatch::Request(request) => {
+                    self.device.submit(&request, self.now);
+                    let old = self.in_flight.insert(request.id, (request, self.now));
+                    assert!(old.is_none(), "policy dispatched a request twice");
+                }
+                Dispatch::Wait { until } => {
+                    self.sched_wake = Some(until.max(self.now + elevator_core::Duration(1)));
+                    return;
+                }
+                Dispatch::Empty => {
+                    self.sched_wake = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The device finished `id`: tell the policy, free the slot, tell the workload.
+    fn finish(&mut self, id: RequestId, workload: &mut dyn Workload) {
+        let (request, dispatched) = self
+            .in_flight
+            .remove(&id)
+            .unwrap_or_else(|| panic!("device completed {id:?}, which is not in flight"));
+        self.sched.complete(&request, self.now);
+        let dir = dir_of(&request);
+        self.allocated[dir] = self.allocated[dir].saturating_sub(1);
+        while self.allocated[dir] < self.config.nr_requests[dir] {
+            let Some(next) = self.waiting[dir].pop_front() else {
+                break;
+            };
+            self.insert(next);
+        }
+        for part_id in request.ids() {
+            let part = self
+                .parts
+                .remove(&part_id)
+                .unwrap_or_else(|| panic!("request {part_id:?} completed twice or never submitted"));
+            self.completed += 1;
+            let done = Completion {
+                id: part_id,
+                op: part.op,
+                sector: part.sector,
+                sectors: part.sectors,
+                task: part.task,
+                submitted: part.submitted,
+                dispatched,
+                completed: self.now,
+            };
+            self.call(workload, |w, io| w.completed(&done, io));
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The interface between the engine and whatever generates I/O.
+
+use elevator_core::{GroupId, Instant, IoPrio, Op, Request, RequestId, Sector, TaskId};
+
+/// A block request as a workload describes it (the engine assigns the id
+/// and arrival time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockIo {
+    pub op: Op,
+    pub sync: bool,
+    pub sector: Sector,
+    pub sectors: u32,
+    pub task: TaskId,
+    pub prio: IoPrio,
+    pub group: GroupId,
+}
+
+/// A finished request, as the workload that submitted it sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub id: RequestId,
+    pub op: Op,
+    pub sector: Sector,
+    pub sectors: u32,
+    pub task: TaskId,
+    /// When the workload submitted it.
+    pub submitted: Instant,
+    /// When the policy handed it to the device.
+    pub dispatched: Instant,
+    /// Now.
+    pub completed: Instant,
+}
+
+/// What a workload may do when the engine calls it: read the time, submit
+/// requests, arm timers, report exiting tasks.
+#[derive(Debug)]
+pub struct Io<'a> {
+    pub(crate) now: Instant,
+    pub(crate) next_id: &'a mut u64,
+    pub(crate) submitted: &'a mut Vec<Request>,
+    pub(crate) timers: &'a mut Vec<(Instant, u64)>,
+    pub(crate) exited: &'a mut Vec<TaskId>,
+}
+
+impl Io<'_> {
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Submit a request now; its completion comes back with this id.
+    pub fn submit(&mut self, io: BlockIo) -> RequestId {
+        let id = RequestId(*self.next_id);
+        *self.next_id += 1;
+        self.submitted.push(Request {
+            id,
+            op: io.op,
+            sync: io.sync,
+            sector: io.sector,
+            sectors: io.sectors,
+            task: io.task,
+            prio: io.prio,
+            group: io.group,
+            arrival: self.now,
+            merged: Vec::new(),
+        });
+        id
+    }
+
+    /// Call [`Workload::wake`] with `token` at `at` (now, if `at` has passed).
+    pub fn wake_at(&mut self, at: Instant, token: u64) {
+        self.timers.push((at.max(self.now), token));
+    }
+
+    /// `task` will issue no more I/O.
+    pub fn task_exited(&mut self, task: TaskId) {
+        self.exited.push(task);
+    }
+}
+
+/// A source of block I/O driven by the engine.
+pub trait Workload {
+    /// Called once at time zero.
+    fn start(&mut self, io: &mut Io<'_>);
+    /// A timer armed with `token` fired.
+    fn wake(&mut self, token: u64, io: &mut Io<'_>);
+    /// A request this workload submitted completed (once per submitted id,
+    /// also for requests the policy merged into others).
+    fn completed(&mut self, done: &Completion, io: &mut Io<'_>);
+    /// The run ends once this is true (the measured jobs are done).
+    fn finished(&self) -> bool;
+}
