@@ -12,6 +12,17 @@ macro_rules! scenarios {
 const BUILTIN: &[(&str, &str)] = scenarios![
     "ten-streaming-readers",
     "streaming-write-vs-reader",
+    "morton-1-parallel-streaming-reads",
+    "morton-1b-parallel-streaming-reads-8k",
+    "morton-2-streaming-write-vs-interactivity",
+    "morton-3-streaming-read-vs-interactivity",
+    "morton-4-copy-three-trees",
+    "morton-5-six-tree-readers",
+    "morton-6-streaming-write-vs-read",
+    "morton-7-streaming-write-vs-tree-read",
+    "morton-8-streaming-read-vs-write-and-fsync",
+    "morton-9-streaming-read-vs-tree-read",
+    "morton-10-cp-1g-and-sync",
 ];
 
 /// Names and descriptions of the built-in scenarios.

@@ -12,6 +12,7 @@
 
 mod builtin;
 mod error;
+mod host;
 mod parse;
 mod result;
 mod run;
@@ -19,6 +20,7 @@ mod units;
 
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
+pub use host::{FileKind, FileSetSpec, HostSpec, ProcKind, ProcessSpec};
 pub use parse::{JobTemplate, Scenario};
 pub use run::{run, run_one, RunOptions};
 pub use units::{parse_duration, parse_size};

@@ -36,6 +36,11 @@ struct RawScenario {
     block: RawBlock,
     #[serde(default)]
     job: Vec<RawJob>,
+    host: Option<S<crate::host::RawHost>>,
+    #[serde(default)]
+    files: Vec<crate::host::RawFiles>,
+    #[serde(default)]
+    process: Vec<crate::host::RawProcess>,
 }
 
 #[derive(Deserialize)]
@@ -115,25 +120,27 @@ pub struct Scenario {
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
     pub nr_requests: Option<usize>,
     pub jobs: Vec<JobTemplate>,
+    /// The host, its file sets and its processes, if the scenario has any.
+    pub host: Option<crate::host::HostSpec>,
 }
 
 /// Error helpers bound to one file's text.
-struct Ctx<'a> {
-    file: &'a str,
-    text: &'a str,
+pub(crate) struct Ctx<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) text: &'a str,
 }
 
 impl Ctx<'_> {
-    fn at<T>(&self, v: &S<T>, key: &str, message: impl Into<String>) -> ScenarioError {
+    pub(crate) fn at<T>(&self, v: &S<T>, key: &str, message: impl Into<String>) -> ScenarioError {
         ScenarioError::new(self.file, Some(line_of(self.text, v.span().start)), Some(key), message)
     }
-    fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
+    pub(crate) fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
         parse_size(v.get_ref()).map_err(|m| self.at(v, key, m))
     }
-    fn duration(&self, v: &S<String>, key: &str) -> Result<Duration, ScenarioError> {
+    pub(crate) fn duration(&self, v: &S<String>, key: &str) -> Result<Duration, ScenarioError> {
         parse_duration(v.get_ref()).map_err(|m| self.at(v, key, m))
     }
-    fn int(&self, v: &S<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, ScenarioError> {
+    pub(crate) fn int(&self, v: &S<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, ScenarioError> {
         let x = *v.get_ref();
         if (lo..=hi).contains(&x) {
             Ok(x)
@@ -203,16 +210,22 @@ impl Scenario {
         for j in &raw.job {
             jobs.push(job(&cx, j)?);
         }
-        if jobs.iter().all(|j| j.background) {
+        let host = crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process)?;
+        let measured_jobs = jobs.iter().filter(|j| !j.background).count();
+        let measured_procs = host.as_ref().map_or(0, |h| h.processes.iter().filter(|p| !p.background).count());
+        if measured_jobs + measured_procs == 0 {
             return Err(ScenarioError::new(
                 file,
                 None,
                 Some("job"),
-                "the scenario needs at least one job that is not `background`: the run ends when the measured jobs end",
+                "the scenario needs at least one job or process that is not `background`: the run ends when the measured ones end",
             ));
         }
-
-        let result = ResultSpec::parse(&cx_result(&cx, &raw.result)?, &jobs)
+        let mut names: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
+        if let Some(h) = &host {
+            names.extend(h.processes.iter().map(|p| p.name.clone()));
+        }
+        let result = ResultSpec::parse(&cx_result(&cx, &raw.result)?, &names)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
 
         Ok(Scenario {
@@ -228,6 +241,7 @@ impl Scenario {
             tunables,
             nr_requests,
             jobs,
+            host,
         })
     }
 }

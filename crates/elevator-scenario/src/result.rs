@@ -1,7 +1,7 @@
 //! The headline result a scenario names, and how it is computed from the
 //! jobs' statistics.
 
-use crate::parse::{JobTemplate, RawResultChecked};
+use crate::parse::RawResultChecked;
 use elevator_core::Instant;
 use elevator_metrics::JobReport;
 use std::str::FromStr;
@@ -85,11 +85,10 @@ pub struct ResultSpec {
 }
 
 impl ResultSpec {
-    pub(crate) fn parse(r: &RawResultChecked, jobs: &[JobTemplate]) -> Result<ResultSpec, String> {
+    pub(crate) fn parse(r: &RawResultChecked, jobs: &[String]) -> Result<ResultSpec, String> {
         if let Some(j) = &r.job {
-            if !jobs.iter().any(|t| &t.name == j) {
-                let names: Vec<&str> = jobs.iter().map(|t| t.name.as_str()).collect();
-                return Err(format!("result.job names no job: {j:?} (jobs: {})", names.join(", ")));
+            if !jobs.iter().any(|t| t == j) {
+                return Err(format!("result.job names no job or process: {j:?} (known: {})", jobs.join(", ")));
             }
         }
         let default = match r.metric {

@@ -160,5 +160,10 @@ fn build_workload(
             task += 1;
         }
     }
+    if let Some(spec) = &scenario.host {
+        let host = crate::host::build_host(spec, limits, scenario.nr_requests, seed, task, &scenario.file)?;
+        measured.extend(host.measured());
+        mix.push(Box::new(host));
+    }
     Ok((mix, measured))
 }
