@@ -240,6 +240,8 @@ pub struct HostStats {
     /// Times a writer waited in `balance_dirty_pages`.
     pub throttle_waits: u64,
     pub peak_dirty_pages: u64,
+    /// Most pages ever dirty or under writeback at once.
+    pub peak_dirty_writeback_pages: u64,
 }
 
 /// Controls one `writeback_inodes` call.
@@ -943,6 +945,10 @@ impl Host {
             }
             let n = self.cache.dirty_range(file, page, last + 1, now);
             self.stats.peak_dirty_pages = self.stats.peak_dirty_pages.max(self.cache.dirty());
+            self.stats.peak_dirty_writeback_pages = self
+                .stats
+                .peak_dirty_writeback_pages
+                .max(self.cache.dirty() + self.cache.writeback());
             op.pos = stop;
             self.ratelimit_count += n;
             let limit = if self.dirty_exceeded {
@@ -994,6 +1000,7 @@ impl Host {
                         if self.writes_in_flight > self.params.nr_requests {
                             // get_request_wait: no free request for the last ones.
                             self.wait_writes(pid, WaitCond::SlotsBelow(self.params.nr_requests));
+                            self.stats.throttle_waits += 1;
                             return Err(Blocked);
                         }
                         continue;
@@ -1484,16 +1491,21 @@ impl Part for Host {
     fn stats(&self) -> Vec<JobStats> {
         let mut out: Vec<JobStats> = self.rows.iter().map(|r| r.stats.clone()).collect();
         let s = &self.stats;
+        let figures = [
+            ("host_read_requests", s.read_requests as f64),
+            ("host_write_requests", s.write_requests as f64),
+            ("host_pages_written_by_writers", s.pages_written_by_writers as f64),
+            ("host_throttle_waits", s.throttle_waits as f64),
+            ("host_peak_dirty_mb", (s.peak_dirty_pages * PAGE_SIZE) as f64 / 1e6),
+            ("host_pages_evicted", self.cache.stats.pages_evicted as f64),
+            ("host_overcommits", self.cache.stats.overcommits as f64),
+        ];
         let extra = &mut out[self.pdflush_row].extra;
-        extra.insert("host_read_requests".into(), s.read_requests as f64);
-        extra.insert("host_write_requests".into(), s.write_requests as f64);
-        extra.insert("host_pages_read".into(), s.pages_read as f64);
-        extra.insert("host_pages_written".into(), s.pages_written as f64);
-        extra.insert("host_pages_written_by_writers".into(), s.pages_written_by_writers as f64);
-        extra.insert("host_throttle_waits".into(), s.throttle_waits as f64);
-        extra.insert("host_peak_dirty_mb".into(), (s.peak_dirty_pages * PAGE_SIZE) as f64 / 1e6);
-        extra.insert("host_pages_evicted".into(), self.cache.stats.pages_evicted as f64);
-        extra.insert("host_overcommits".into(), self.cache.stats.overcommits as f64);
+        for (k, v) in figures {
+            if v != 0.0 {
+                extra.insert(k.to_string(), v);
+            }
+        }
         out
     }
 }

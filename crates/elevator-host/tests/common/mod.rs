@@ -9,7 +9,7 @@ use elevator_host::{Host, HostParams};
 use elevator_sim::{Engine, EngineConfig, RunSummary};
 use std::sync::{Arc, Mutex};
 
-/// A request as the device saw it.
+/// A request as the device saw it (after the policy's merges).
 #[derive(Clone, Debug)]
 pub struct Seen {
     pub id: RequestId,
@@ -36,19 +36,15 @@ impl Device for Recorder {
         self.inner.limits()
     }
     fn submit(&mut self, r: &Request, now: Instant) {
-        let mut log = self.log.lock().unwrap();
-        for id in r.ids() {
-            log.push(Seen {
-                id,
-                op: r.op,
-                sector: r.sector,
-                sectors: r.sectors,
-                task: r.task.0,
-                submitted: now,
-                completed: None,
-            });
-        }
-        drop(log);
+        self.log.lock().unwrap().push(Seen {
+            id: r.id,
+            op: r.op,
+            sector: r.sector,
+            sectors: r.sectors,
+            task: r.task.0,
+            submitted: now,
+            completed: None,
+        });
         self.inner.submit(r, now);
     }
     fn next_completion(&self) -> Option<Instant> {
@@ -57,7 +53,7 @@ impl Device for Recorder {
     fn complete(&mut self, now: Instant) -> Option<RequestId> {
         let id = self.inner.complete(now)?;
         let mut log = self.log.lock().unwrap();
-        if let Some(s) = log.iter_mut().rev().find(|s| s.completed.is_none() && s.sector != u64::MAX && s.id == id) {
+        if let Some(s) = log.iter_mut().rev().find(|s| s.id == id) {
             s.completed = Some(now);
         }
         Some(id)
