@@ -357,7 +357,11 @@ impl PageCache {
         for_chunks(start, end, |c, m| {
             let s = self.slot_or_new(file, c);
             let ch = &mut self.chunks[s as usize];
-            debug_assert_eq!(ch.present & m & !ch.uptodate, 0, "dirtying a page being read");
+            debug_assert_eq!(
+                ch.present & m & !ch.uptodate,
+                0,
+                "dirtying a page being read"
+            );
             ch.present |= m;
             ch.uptodate |= m;
             let fresh = m & !ch.dirty;
@@ -373,7 +377,10 @@ impl PageCache {
         self.dirty_chunks.extend(new_chunks);
         if newly > 0 {
             self.dirty += newly;
-            let d = self.files.entry(file.0).or_insert(FileDirt { since: now, pages: 0 });
+            let d = self.files.entry(file.0).or_insert(FileDirt {
+                since: now,
+                pages: 0,
+            });
             if d.pages == 0 {
                 d.since = now;
                 self.dirty_order.insert((now, file.0));
@@ -400,7 +407,13 @@ impl PageCache {
     /// Start writeback of the first run of pages at or after `from` that
     /// are dirty and not already under writeback, at most `max` pages and
     /// not past `limit`: their dirty bits move to writeback. Returns the run.
-    pub fn start_writeback(&mut self, file: FileId, from: u64, limit: u64, max: u64) -> Option<(u64, u64)> {
+    pub fn start_writeback(
+        &mut self,
+        file: FileId,
+        from: u64,
+        limit: u64,
+        max: u64,
+    ) -> Option<(u64, u64)> {
         let lo = key(file, from / CHUNK_PAGES);
         let hi = key(file, limit.div_ceil(CHUNK_PAGES).min(u64::from(u32::MAX)));
         let mut first: Option<u64> = None;
@@ -421,7 +434,9 @@ impl PageCache {
         let mut len = 0;
         let mut p = start;
         while len < max && p < limit {
-            let Some(s) = self.slot(file, p / CHUNK_PAGES) else { break };
+            let Some(s) = self.slot(file, p / CHUNK_PAGES) else {
+                break;
+            };
             let c = &self.chunks[s as usize];
             let bit = 1u32 << (p % CHUNK_PAGES);
             if c.dirty & bit == 0 || c.writeback & bit != 0 {
@@ -471,7 +486,10 @@ impl PageCache {
     /// Dirty files, oldest first, from position `after` (exclusive).
     pub fn next_dirty_file(&self, after: Option<(Instant, u32)>) -> Option<(Instant, FileId)> {
         let it = match after {
-            Some(a) => self.dirty_order.range((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)).next(),
+            Some(a) => self
+                .dirty_order
+                .range((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded))
+                .next(),
             None => self.dirty_order.iter().next(),
         };
         it.map(|&(t, f)| (t, FileId(f)))
@@ -558,7 +576,11 @@ mod tests {
         // Redirty a page under writeback: it is dirty and under writeback.
         assert_eq!(c.dirty_range(F, 12, 13, Instant(9)), 1);
         assert_eq!(c.start_writeback(F, 0, u64::MAX, 100), Some((26, 24)));
-        assert_eq!(c.start_writeback(F, 0, u64::MAX, 100), None, "page 12 waits for its writeback");
+        assert_eq!(
+            c.start_writeback(F, 0, u64::MAX, 100),
+            None,
+            "page 12 waits for its writeback"
+        );
         c.end_writeback(F, 10, 26);
         c.check();
         assert_eq!(c.start_writeback(F, 0, u64::MAX, 100), Some((12, 1)));

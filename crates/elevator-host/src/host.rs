@@ -46,7 +46,10 @@
 
 use crate::cache::{PageCache, PageState, CHUNK_PAGES};
 use crate::fs::{FileId, FileSystem, Kind};
-use crate::params::{HostParams, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES, PAGE_SIZE, RATELIMIT_EXCEEDED_PAGES};
+use crate::params::{
+    HostParams, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES, PAGE_SIZE,
+    RATELIMIT_EXCEEDED_PAGES,
+};
 use crate::readahead::RaState;
 use crate::syscall::{BarrierId, Ctx, PipeId, Program, Ret, SysResult, Syscall};
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, RequestId, Sector, TaskId};
@@ -191,7 +194,11 @@ enum Sys {
 }
 
 enum Step {
-    Done { ret: Ret, cpu: Duration, io: Option<bool> },
+    Done {
+        ret: Ret,
+        cpu: Duration,
+        io: Option<bool>,
+    },
     Block,
     Exit,
 }
@@ -359,7 +366,13 @@ impl Host {
     }
 
     /// Add a process reporting in `row`, starting at `start`.
-    pub fn spawn(&mut self, row: usize, program: Box<dyn Program>, start: Duration, prio: IoPrio) -> Pid {
+    pub fn spawn(
+        &mut self,
+        row: usize,
+        program: Box<dyn Program>,
+        start: Duration,
+        prio: IoPrio,
+    ) -> Pid {
         let pid = self.procs.len();
         self.rows[row].procs += 1;
         self.procs.push(Proc {
@@ -513,7 +526,7 @@ impl Host {
                     let now = io.now();
                     let p = &mut self.procs[pid];
                     let latency = now.since(p.sys_start) + cpu;
-                    p.cpu_debt = p.cpu_debt + cpu;
+                    p.cpu_debt += cpu;
                     p.last = SysResult { ret, latency };
                     if let (Some(read), Ret::Bytes(n)) = (kind, ret) {
                         self.rows[p.row].stats.record(read, n, latency);
@@ -576,7 +589,10 @@ impl Host {
                 target: Some(file),
                 pass: 0,
             }),
-            Syscall::Sync => Sys::Sync(SyncOp { target: None, pass: 0 }),
+            Syscall::Sync => Sys::Sync(SyncOp {
+                target: None,
+                pass: 0,
+            }),
             Syscall::ReadDir(dir) => Sys::ReadDir { dir, next: 0 },
             Syscall::Create { parent, dir } => Sys::Create(CreateOp {
                 parent,
@@ -588,13 +604,19 @@ impl Host {
                 let p = &mut self.procs[pid];
                 let until = now + p.cpu_debt + d;
                 p.cpu_debt = Duration::ZERO;
-                Sys::Sleep { until, armed: false }
+                Sys::Sleep {
+                    until,
+                    armed: false,
+                }
             }
             Syscall::SleepUntil(t) => {
                 let p = &mut self.procs[pid];
                 let until = t.max(now + p.cpu_debt);
                 p.cpu_debt = Duration::ZERO;
-                Sys::Sleep { until, armed: false }
+                Sys::Sleep {
+                    until,
+                    armed: false,
+                }
             }
             Syscall::PipePut { pipe, item } => Sys::PipePut { pipe, item },
             Syscall::PipeGet(pipe) => Sys::PipeGet(pipe),
@@ -605,7 +627,10 @@ impl Host {
                 let p = &mut self.procs[pid];
                 let until = now + p.cpu_debt;
                 p.cpu_debt = Duration::ZERO;
-                Sys::Exit { until, armed: false }
+                Sys::Exit {
+                    until,
+                    armed: false,
+                }
             }
         }
     }
@@ -647,7 +672,10 @@ impl Host {
                     }
                     PageState::Absent => {
                         let start = page - page % MMAP_READAROUND_PAGES;
-                        if self.submit_window(pid, file, start, MMAP_READAROUND_PAGES, io).is_err() {
+                        if self
+                            .submit_window(pid, file, start, MMAP_READAROUND_PAGES, io)
+                            .is_err()
+                        {
                             return Step::Block;
                         }
                         if self.cache.state(file, page) == PageState::Locked {
@@ -794,7 +822,14 @@ impl Host {
     /// Read the absent pages of `[start, start + len)` (clipped to the
     /// file): `__do_page_cache_readahead`. Reading the indirect blocks that
     /// map them comes first and may block. Returns the pages read.
-    fn submit_window(&mut self, pid: Pid, file: FileId, start: u64, len: u64, io: &mut Io<'_>) -> Wait<u64> {
+    fn submit_window(
+        &mut self,
+        pid: Pid,
+        file: FileId,
+        start: u64,
+        len: u64,
+        io: &mut Io<'_>,
+    ) -> Wait<u64> {
         let end = (start + len).min(self.pages_of(file));
         if start >= end {
             return Ok(0);
@@ -928,8 +963,14 @@ impl Host {
                     return Step::Block;
                 }
             }
-            for (p, partial) in [(page, op.pos % PAGE_SIZE != 0), (last, stop % PAGE_SIZE != 0)] {
-                if partial && p * PAGE_SIZE < old_size && self.ensure_page(pid, file, p, io).is_err() {
+            for (p, partial) in [
+                (page, !op.pos.is_multiple_of(PAGE_SIZE)),
+                (last, !stop.is_multiple_of(PAGE_SIZE)),
+            ] {
+                if partial
+                    && p * PAGE_SIZE < old_size
+                    && self.ensure_page(pid, file, p, io).is_err()
+                {
                     return Step::Block;
                 }
             }
@@ -1068,7 +1109,14 @@ impl Host {
 
     /// Write up to `budget` dirty pages of `file`, cyclically from its
     /// cursor (`writeback_index`).
-    fn write_file(&mut self, file: FileId, ctl: WbCtl, budget: u64, owner: FileId, io: &mut Io<'_>) -> (u64, bool) {
+    fn write_file(
+        &mut self,
+        file: FileId,
+        ctl: WbCtl,
+        budget: u64,
+        owner: FileId,
+        io: &mut Io<'_>,
+    ) -> (u64, bool) {
         let max_req = u64::from(self.params.max_sectors) * 512 / PAGE_SIZE;
         let cursor = self.wb_cursor.get(&file.0).copied().unwrap_or(0);
         let mut written = 0;
@@ -1080,8 +1128,12 @@ impl Host {
                     congested = true;
                     break 'ranges;
                 }
-                let Some((s, n)) = self.cache.start_writeback(file, from, hi, (budget - written).min(max_req.max(1)))
-                else {
+                let Some((s, n)) = self.cache.start_writeback(
+                    file,
+                    from,
+                    hi,
+                    (budget - written).min(max_req.max(1)),
+                ) else {
                     break;
                 };
                 self.issue(ctl.issuer, file, s, n, true, ctl.sync, owner, io);
@@ -1190,8 +1242,19 @@ impl Host {
                             meta.push(self.fs.inode_block(f));
                             for b in meta {
                                 if self.cache.is_dirty(FileId::BDEV, b) {
-                                    if let Some((s, n)) = self.cache.start_writeback(FileId::BDEV, b, b + 1, 1) {
-                                        self.issue(Issuer::Proc(pid), FileId::BDEV, s, n, true, true, f, io);
+                                    if let Some((s, n)) =
+                                        self.cache.start_writeback(FileId::BDEV, b, b + 1, 1)
+                                    {
+                                        self.issue(
+                                            Issuer::Proc(pid),
+                                            FileId::BDEV,
+                                            s,
+                                            n,
+                                            true,
+                                            true,
+                                            f,
+                                            io,
+                                        );
                                     }
                                 }
                             }
@@ -1255,7 +1318,11 @@ impl Host {
         };
         let group = self.fs.inode(f).group;
         let geo = &self.fs.geo;
-        let meta = [self.fs.inode_block(f), geo.inode_bitmap(group), geo.block_bitmap(group)];
+        let meta = [
+            self.fs.inode_block(f),
+            geo.inode_bitmap(group),
+            geo.block_bitmap(group),
+        ];
         for b in meta {
             if self.ensure_page(pid, FileId::BDEV, b, io).is_err() {
                 return Step::Block;
@@ -1315,7 +1382,11 @@ impl Host {
         }
         if tag.issuer == Issuer::Flusher {
             let stats = &mut self.rows[self.pdflush_row].stats;
-            stats.record(false, tag.pages * PAGE_SIZE, done.completed.since(done.submitted));
+            stats.record(
+                false,
+                tag.pages * PAGE_SIZE,
+                done.completed.since(done.submitted),
+            );
         }
         if self.congested && self.writes_in_flight < self.params.congestion_off() {
             self.congested = false;
@@ -1352,7 +1423,11 @@ impl Host {
         self.flusher.wait_congested = congested;
         self.flusher.gen += 1;
         let gen = self.flusher.gen;
-        self.arm(io.now() + CONGESTION_WAIT, TimerAction::FlusherWake(gen), io);
+        self.arm(
+            io.now() + CONGESTION_WAIT,
+            TimerAction::FlusherWake(gen),
+            io,
+        );
     }
 
     fn flusher_woken(&mut self, io: &mut Io<'_>) {
@@ -1394,7 +1469,11 @@ impl Host {
                     self.finish_kupdate(io);
                     continue;
                 }
-                let oldest = Instant(io.now().nanos().saturating_sub(self.params.dirty_expire().nanos()));
+                let oldest = Instant(
+                    io.now()
+                        .nanos()
+                        .saturating_sub(self.params.dirty_expire().nanos()),
+                );
                 let ctl = WbCtl {
                     budget,
                     nonblocking: true,
@@ -1421,7 +1500,8 @@ impl Host {
         self.flusher.kupdate = false;
         let interval = self.params.dirty_writeback_interval();
         if interval > Duration::ZERO {
-            let next = (self.flusher.kupdate_start + interval).max(io.now() + Duration::from_secs(1));
+            let next =
+                (self.flusher.kupdate_start + interval).max(io.now() + Duration::from_secs(1));
             self.arm(next, TimerAction::Kupdate, io);
         }
     }
@@ -1475,13 +1555,18 @@ impl Workload for Host {
     }
 
     fn finished(&self) -> bool {
-        self.rows.iter().enumerate().all(|(i, r)| !r.measured || self.row_done(i))
+        self.rows
+            .iter()
+            .enumerate()
+            .all(|(i, r)| !r.measured || self.row_done(i))
     }
 }
 
 impl Part for Host {
     fn tasks(&self) -> Vec<TaskId> {
-        std::iter::once(self.pdflush).chain(self.procs.iter().map(|p| p.task)).collect()
+        std::iter::once(self.pdflush)
+            .chain(self.procs.iter().map(|p| p.task))
+            .collect()
     }
 
     fn measured(&self) -> bool {
@@ -1494,9 +1579,15 @@ impl Part for Host {
         let figures = [
             ("host_read_requests", s.read_requests as f64),
             ("host_write_requests", s.write_requests as f64),
-            ("host_pages_written_by_writers", s.pages_written_by_writers as f64),
+            (
+                "host_pages_written_by_writers",
+                s.pages_written_by_writers as f64,
+            ),
             ("host_throttle_waits", s.throttle_waits as f64),
-            ("host_peak_dirty_mb", (s.peak_dirty_pages * PAGE_SIZE) as f64 / 1e6),
+            (
+                "host_peak_dirty_mb",
+                (s.peak_dirty_pages * PAGE_SIZE) as f64 / 1e6,
+            ),
             ("host_pages_evicted", self.cache.stats.pages_evicted as f64),
             ("host_overcommits", self.cache.stats.overcommits as f64),
         ];

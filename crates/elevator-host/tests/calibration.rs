@@ -17,7 +17,12 @@ fn one_kernel_tree_alone_reads_in_about_the_seeds_time() {
     let top = place_tree(host.fs_mut(), FileId::ROOT, &shape, 300);
     let row = host.add_row("tree-read", true);
     let pipe = host.new_pipe(find_cat::PIPE_NAMES);
-    host.spawn(row, Box::new(Find::new(top, pipe, true)), Duration::ZERO, IoPrio::default());
+    host.spawn(
+        row,
+        Box::new(Find::new(top, pipe, true)),
+        Duration::ZERO,
+        IoPrio::default(),
+    );
     host.spawn(
         row,
         Box::new(XargsCat::new(pipe, find_cat::XARGS_BATCH, BUFFER_2003)),
@@ -26,7 +31,10 @@ fn one_kernel_tree_alone_reads_in_about_the_seeds_time() {
     );
     let (summary, log) = common::run(&mut host, "noop", "ide-2003", 600);
     let secs = summary.end.as_secs_f64();
-    let reads = log.iter().filter(|s| s.op == elevator_core::Op::Read).count();
+    let reads = log
+        .iter()
+        .filter(|s| s.op == elevator_core::Op::Read)
+        .count();
     println!(
         "one kernel tree: {secs:.2} s (seed: 7.9 s), {reads} read requests, busy {:.2} s, {} seeks",
         summary.device.busy_ns as f64 / 1e9,

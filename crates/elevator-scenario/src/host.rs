@@ -13,8 +13,8 @@ use elevator_host::fs::gen::{self, AppOp, TreeShape};
 use elevator_host::fs::{FileId, Kind};
 use elevator_host::params::{Allocator, HostParams, PRESETS};
 use elevator_host::process::{
-    find_cat, AppStart, Cat, Cp, Dd, Find, FsyncTester, Player, RandomWriter, TiotestThread, WriteAndFsync, XargsCat,
-    BUFFER_2003,
+    find_cat, AppStart, Cat, Cp, Dd, Find, FsyncTester, Player, RandomWriter, TiotestThread,
+    WriteAndFsync, XargsCat, BUFFER_2003,
 };
 use elevator_host::Host;
 use serde::Deserialize;
@@ -114,15 +114,57 @@ pub struct FileSetSpec {
 /// What a process runs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ProcKind {
-    Cat { files: String, bs: u64 },
-    FindCat { files: String, bs: u64, batch: usize, pipe: usize, stat: bool },
-    Dd { files: String, bs: u64, size: u64 },
-    Cp { files: String, dir: Option<String>, bs: u64, sync: bool },
-    WriteAndFsync { dir: Option<String>, size: u64, fsync: bool },
-    AppStart { files: String },
-    Player { files: String, frame: u64, period: Duration, frames: u64, buffer: u64 },
-    Tiotest { dir: Option<String>, threads: u32, size: u64, bs: u64, random_ops: u64 },
-    FsyncTester { files: String, size: u64, interval: Duration, duration: Duration, random_writer: Option<String> },
+    Cat {
+        files: String,
+        bs: u64,
+    },
+    FindCat {
+        files: String,
+        bs: u64,
+        batch: usize,
+        pipe: usize,
+        stat: bool,
+    },
+    Dd {
+        files: String,
+        bs: u64,
+        size: u64,
+    },
+    Cp {
+        files: String,
+        dir: Option<String>,
+        bs: u64,
+        sync: bool,
+    },
+    WriteAndFsync {
+        dir: Option<String>,
+        size: u64,
+        fsync: bool,
+    },
+    AppStart {
+        files: String,
+    },
+    Player {
+        files: String,
+        frame: u64,
+        period: Duration,
+        frames: u64,
+        buffer: u64,
+    },
+    Tiotest {
+        dir: Option<String>,
+        threads: u32,
+        size: u64,
+        bs: u64,
+        random_ops: u64,
+    },
+    FsyncTester {
+        files: String,
+        size: u64,
+        interval: Duration,
+        duration: Duration,
+        random_writer: Option<String>,
+    },
 }
 
 /// A validated `[[process]]` entry; `count` instances each report a row.
@@ -171,7 +213,11 @@ fn allocator(cx: &Ctx<'_>, v: &S<String>, key: &str) -> Result<Allocator, Scenar
     match v.get_ref().as_str() {
         "orlov" => Ok(Allocator::Orlov),
         "oldalloc" | "old" => Ok(Allocator::Old),
-        other => Err(cx.at(v, key, format!("unknown allocator {other:?} (orlov, oldalloc)"))),
+        other => Err(cx.at(
+            v,
+            key,
+            format!("unknown allocator {other:?} (orlov, oldalloc)"),
+        )),
     }
 }
 
@@ -182,7 +228,12 @@ fn ratio(cx: &Ctx<'_>, v: &Option<S<i64>>, key: &str, into: &mut u32) -> Result<
     Ok(())
 }
 
-fn centisecs(cx: &Ctx<'_>, v: &Option<S<i64>>, key: &str, into: &mut u32) -> Result<(), ScenarioError> {
+fn centisecs(
+    cx: &Ctx<'_>,
+    v: &Option<S<i64>>,
+    key: &str,
+    into: &mut u32,
+) -> Result<(), ScenarioError> {
     if let Some(v) = v {
         *into = cx.int(v, key, 0, 8_640_000)? as u32;
     }
@@ -201,8 +252,13 @@ pub(crate) fn parse_host(
     let default = S::new(0..0, RawHost::default());
     let h = raw.unwrap_or(&default).get_ref();
     let mut params = match &h.preset {
-        Some(p) => HostParams::preset(p.get_ref())
-            .ok_or_else(|| cx.at(p, "host.preset", format!("unknown preset {:?} ({})", p.get_ref(), PRESETS.join(", "))))?,
+        Some(p) => HostParams::preset(p.get_ref()).ok_or_else(|| {
+            cx.at(
+                p,
+                "host.preset",
+                format!("unknown preset {:?} ({})", p.get_ref(), PRESETS.join(", ")),
+            )
+        })?,
         None => HostParams::linux_2_6(),
     };
     if let Some(m) = &h.memory {
@@ -223,13 +279,37 @@ pub(crate) fn parse_host(
     if let Some(r) = &h.readahead {
         params.readahead_max = cx.size(r, "host.readahead")?;
         if params.readahead_max % 4096 != 0 || params.readahead_max > 16 << 20 {
-            return Err(cx.at(r, "host.readahead", "a multiple of 4k, at most 16m (0 turns readahead off)"));
+            return Err(cx.at(
+                r,
+                "host.readahead",
+                "a multiple of 4k, at most 16m (0 turns readahead off)",
+            ));
         }
     }
-    ratio(cx, &h.dirty_background_ratio, "host.dirty_background_ratio", &mut params.dirty_background_ratio)?;
-    ratio(cx, &h.dirty_ratio, "host.dirty_ratio", &mut params.dirty_ratio)?;
-    centisecs(cx, &h.dirty_expire_centisecs, "host.dirty_expire_centisecs", &mut params.dirty_expire_centisecs)?;
-    centisecs(cx, &h.dirty_writeback_centisecs, "host.dirty_writeback_centisecs", &mut params.dirty_writeback_centisecs)?;
+    ratio(
+        cx,
+        &h.dirty_background_ratio,
+        "host.dirty_background_ratio",
+        &mut params.dirty_background_ratio,
+    )?;
+    ratio(
+        cx,
+        &h.dirty_ratio,
+        "host.dirty_ratio",
+        &mut params.dirty_ratio,
+    )?;
+    centisecs(
+        cx,
+        &h.dirty_expire_centisecs,
+        "host.dirty_expire_centisecs",
+        &mut params.dirty_expire_centisecs,
+    )?;
+    centisecs(
+        cx,
+        &h.dirty_writeback_centisecs,
+        "host.dirty_writeback_centisecs",
+        &mut params.dirty_writeback_centisecs,
+    )?;
     if let Some(a) = &h.allocator {
         params.fs.allocator = allocator(cx, a, "host.allocator")?;
     }
@@ -246,7 +326,11 @@ pub(crate) fn parse_host(
     if let Some(f) = &h.fragmentation {
         let x = *f.get_ref();
         if !(0.0..=0.9).contains(&x) {
-            return Err(cx.at(f, "host.fragmentation", format!("{x} is out of range 0.0..=0.9")));
+            return Err(cx.at(
+                f,
+                "host.fragmentation",
+                format!("{x} is out of range 0.0..=0.9"),
+            ));
         }
         params.fs.fragmentation = x;
     }
@@ -258,7 +342,11 @@ pub(crate) fn parse_host(
             return Err(cx.at(&f.name, "files.name", "a file-set name is one word"));
         }
         if sets.iter().any(|s| s.name == name) {
-            return Err(cx.at(&f.name, "files.name", format!("file set {name:?} is declared twice")));
+            return Err(cx.at(
+                &f.name,
+                "files.name",
+                format!("file set {name:?} is declared twice"),
+            ));
         }
         let count = match &f.count {
             Some(c) => cx.int(c, "files.count", 1, 4096)? as u32,
@@ -267,7 +355,10 @@ pub(crate) fn parse_host(
         let kind_name = f.kind.get_ref().as_str();
         let kind = match kind_name {
             "file" => {
-                let s = f.size.as_ref().ok_or_else(|| cx.at(&f.kind, "files.size", "a `file` set needs `size`"))?;
+                let s = f
+                    .size
+                    .as_ref()
+                    .ok_or_else(|| cx.at(&f.kind, "files.size", "a `file` set needs `size`"))?;
                 let size = cx.size(s, "files.size")?;
                 if size == 0 {
                     return Err(cx.at(s, "files.size", "must not be zero (use kind = \"empty\")"));
@@ -278,15 +369,29 @@ pub(crate) fn parse_host(
             "dir" => FileKind::Dir,
             "kernel-tree" => FileKind::KernelTree,
             "copy" => {
-                let of = f.of.as_ref().ok_or_else(|| cx.at(&f.kind, "files.of", "a `copy` set needs `of`"))?;
+                let of =
+                    f.of.as_ref()
+                        .ok_or_else(|| cx.at(&f.kind, "files.of", "a `copy` set needs `of`"))?;
                 let src = sets
                     .iter()
                     .find(|s| &s.name == of.get_ref())
-                    .ok_or_else(|| cx.at(of, "files.of", format!("no earlier file set {:?}", of.get_ref())))?;
+                    .ok_or_else(|| {
+                        cx.at(
+                            of,
+                            "files.of",
+                            format!("no earlier file set {:?}", of.get_ref()),
+                        )
+                    })?;
                 if !matches!(src.kind, FileKind::KernelTree | FileKind::Copy { .. }) {
-                    return Err(cx.at(of, "files.of", "only trees (kernel-tree or copy sets) can be copied"));
+                    return Err(cx.at(
+                        of,
+                        "files.of",
+                        "only trees (kernel-tree or copy sets) can be copied",
+                    ));
                 }
-                FileKind::Copy { of: of.get_ref().clone() }
+                FileKind::Copy {
+                    of: of.get_ref().clone(),
+                }
             }
             "app" => FileKind::App,
             other => {
@@ -297,12 +402,22 @@ pub(crate) fn parse_host(
                 ))
             }
         };
-        if f.size.is_some() && !matches!(kind, FileKind::File { .. }) {
-            return Err(cx.at(f.size.as_ref().expect("some"), "files.size", format!("`size` does not apply to kind {kind_name:?}")));
+        if let Some(size) = &f.size {
+            if !matches!(kind, FileKind::File { .. }) {
+                return Err(cx.at(
+                    size,
+                    "files.size",
+                    format!("`size` does not apply to kind {kind_name:?}"),
+                ));
+            }
         }
         if let Some(of) = &f.of {
             if !matches!(kind, FileKind::Copy { .. }) {
-                return Err(cx.at(of, "files.of", format!("`of` does not apply to kind {kind_name:?}")));
+                return Err(cx.at(
+                    of,
+                    "files.of",
+                    format!("`of` does not apply to kind {kind_name:?}"),
+                ));
             }
         }
         let within = match &f.within {
@@ -310,15 +425,29 @@ pub(crate) fn parse_host(
                 let d = sets
                     .iter()
                     .find(|s| &s.name == w.get_ref())
-                    .ok_or_else(|| cx.at(w, "files.within", format!("no earlier file set {:?}", w.get_ref())))?;
+                    .ok_or_else(|| {
+                        cx.at(
+                            w,
+                            "files.within",
+                            format!("no earlier file set {:?}", w.get_ref()),
+                        )
+                    })?;
                 if d.kind != FileKind::Dir {
-                    return Err(cx.at(w, "files.within", format!("{:?} is not a `dir` set", w.get_ref())));
+                    return Err(cx.at(
+                        w,
+                        "files.within",
+                        format!("{:?} is not a `dir` set", w.get_ref()),
+                    ));
                 }
                 Some(w.get_ref().clone())
             }
             None => None,
         };
-        let alloc = f.allocator.as_ref().map(|a| allocator(cx, a, "files.allocator")).transpose()?;
+        let alloc = f
+            .allocator
+            .as_ref()
+            .map(|a| allocator(cx, a, "files.allocator"))
+            .transpose()?;
         sets.push(FileSetSpec {
             name,
             line: crate::error::line_of(cx.text, f.name.span().start),
@@ -357,19 +486,33 @@ fn allowed(kind: &str) -> &'static [&'static str] {
     }
 }
 
-const KINDS: &str = "cat, find-cat, dd, cp, write-and-fsync, app-start, player, tiotest, fsync-tester";
+const KINDS: &str =
+    "cat, find-cat, dd, cp, write-and-fsync, app-start, player, tiotest, fsync-tester";
 
-fn process(cx: &Ctx<'_>, p: &RawProcess, sets: &[FileSetSpec], earlier: &[ProcessSpec]) -> Result<ProcessSpec, ScenarioError> {
+fn process(
+    cx: &Ctx<'_>,
+    p: &RawProcess,
+    sets: &[FileSetSpec],
+    earlier: &[ProcessSpec],
+) -> Result<ProcessSpec, ScenarioError> {
     let name = p.name.get_ref().clone();
     if name.is_empty() || name.contains(char::is_whitespace) {
         return Err(cx.at(&p.name, "process.name", "a process name is one word"));
     }
     if earlier.iter().any(|e| e.name == name) {
-        return Err(cx.at(&p.name, "process.name", format!("process {name:?} is declared twice")));
+        return Err(cx.at(
+            &p.name,
+            "process.name",
+            format!("process {name:?} is declared twice"),
+        ));
     }
     let kind = p.kind.get_ref().as_str();
     if allowed(kind).is_empty() {
-        return Err(cx.at(&p.kind, "process.kind", format!("unknown kind {kind:?} ({KINDS})")));
+        return Err(cx.at(
+            &p.kind,
+            "process.kind",
+            format!("unknown kind {kind:?} ({KINDS})"),
+        ));
     }
     // Keys present that this kind does not take.
     let spans: [(&str, Option<std::ops::Range<usize>>); 17] = [
@@ -398,7 +541,10 @@ fn process(cx: &Ctx<'_>, p: &RawProcess, sets: &[FileSetSpec], earlier: &[Proces
                     cx.file,
                     Some(crate::error::line_of(cx.text, span.start)),
                     Some(&format!("process.{key}")),
-                    format!("`{key}` does not apply to kind {kind:?} (it takes: {})", allowed(kind).join(", ")),
+                    format!(
+                        "`{key}` does not apply to kind {kind:?} (it takes: {})",
+                        allowed(kind).join(", ")
+                    ),
                 ));
             }
         }
@@ -410,14 +556,28 @@ fn process(cx: &Ctx<'_>, p: &RawProcess, sets: &[FileSetSpec], earlier: &[Proces
     let background = p.background.as_ref().is_some_and(|b| *b.get_ref());
 
     // A file set by name, of an acceptable kind, whose count fits.
-    let set = |key: &str, v: &Option<S<String>>, kinds: &[&str], per_instance: bool| -> Result<String, ScenarioError> {
-        let v = v
-            .as_ref()
-            .ok_or_else(|| cx.at(&p.kind, &format!("process.{key}"), format!("kind {kind:?} needs `{key}`")))?;
+    let set = |key: &str,
+               v: &Option<S<String>>,
+               kinds: &[&str],
+               per_instance: bool|
+     -> Result<String, ScenarioError> {
+        let v = v.as_ref().ok_or_else(|| {
+            cx.at(
+                &p.kind,
+                &format!("process.{key}"),
+                format!("kind {kind:?} needs `{key}`"),
+            )
+        })?;
         let s = sets
             .iter()
             .find(|s| &s.name == v.get_ref())
-            .ok_or_else(|| cx.at(v, &format!("process.{key}"), format!("no file set {:?}", v.get_ref())))?;
+            .ok_or_else(|| {
+                cx.at(
+                    v,
+                    &format!("process.{key}"),
+                    format!("no file set {:?}", v.get_ref()),
+                )
+            })?;
         let k = match s.kind {
             FileKind::File { .. } => "file",
             FileKind::Empty => "empty",
@@ -429,7 +589,11 @@ fn process(cx: &Ctx<'_>, p: &RawProcess, sets: &[FileSetSpec], earlier: &[Proces
             return Err(cx.at(
                 v,
                 &format!("process.{key}"),
-                format!("{:?} is a {k} set; kind {kind:?} takes {}", v.get_ref(), kinds.join(" or ")),
+                format!(
+                    "{:?} is a {k} set; kind {kind:?} takes {}",
+                    v.get_ref(),
+                    kinds.join(" or ")
+                ),
             ));
         }
         if per_instance && s.count != 1 && s.count != count {
@@ -446,10 +610,18 @@ fn process(cx: &Ctx<'_>, p: &RawProcess, sets: &[FileSetSpec], earlier: &[Proces
         Ok(v.get_ref().clone())
     };
     let size_of = |key: &str, v: &Option<S<String>>| -> Result<Option<u64>, ScenarioError> {
-        v.as_ref().map(|s| cx.size(s, &format!("process.{key}"))).transpose()
+        v.as_ref()
+            .map(|s| cx.size(s, &format!("process.{key}")))
+            .transpose()
     };
     let need = |key: &str, v: Option<u64>| -> Result<u64, ScenarioError> {
-        v.ok_or_else(|| cx.at(&p.kind, &format!("process.{key}"), format!("kind {kind:?} needs `{key}`")))
+        v.ok_or_else(|| {
+            cx.at(
+                &p.kind,
+                &format!("process.{key}"),
+                format!("kind {kind:?} needs `{key}`"),
+            )
+        })
     };
     let nonzero = |key: &str, v: u64| -> Result<u64, ScenarioError> {
         if v == 0 {
@@ -460,7 +632,11 @@ fn process(cx: &Ctx<'_>, p: &RawProcess, sets: &[FileSetSpec], earlier: &[Proces
     };
     let bs = match size_of("bs", &p.bs)? {
         Some(b) if b == 0 || b > 64 << 20 => {
-            return Err(cx.at(p.bs.as_ref().expect("some"), "process.bs", "between 1 byte and 64m"))
+            return Err(cx.at(
+                p.bs.as_ref().expect("some"),
+                "process.bs",
+                "between 1 byte and 64m",
+            ))
         }
         Some(b) => b,
         None => BUFFER_2003,
@@ -471,25 +647,35 @@ fn process(cx: &Ctx<'_>, p: &RawProcess, sets: &[FileSetSpec], earlier: &[Proces
             None => Ok(None),
         }
     };
-    let int = |key: &str, v: &Option<S<i64>>, lo: i64, hi: i64, default: i64| -> Result<i64, ScenarioError> {
+    let int = |key: &str,
+               v: &Option<S<i64>>,
+               lo: i64,
+               hi: i64,
+               default: i64|
+     -> Result<i64, ScenarioError> {
         match v {
             Some(x) => cx.int(x, &format!("process.{key}"), lo, hi),
             None => Ok(default),
         }
     };
-    let dur = |key: &str, v: &Option<S<String>>, default: Duration| -> Result<Duration, ScenarioError> {
-        match v {
-            Some(x) => cx.duration(x, &format!("process.{key}")),
-            None => Ok(default),
-        }
-    };
+    let dur =
+        |key: &str, v: &Option<S<String>>, default: Duration| -> Result<Duration, ScenarioError> {
+            match v {
+                Some(x) => cx.duration(x, &format!("process.{key}")),
+                None => Ok(default),
+            }
+        };
 
     let pk = match kind {
         "cat" => {
             let files = set("files", &p.files, &["file", "app"], false)?;
             let s = sets.iter().find(|s| s.name == files).expect("checked");
             if count > 1 && s.count != count && s.count != 1 {
-                return Err(cx.at(p.files.as_ref().expect("some"), "process.files", "give each cat one file (equal counts) or one set"));
+                return Err(cx.at(
+                    p.files.as_ref().expect("some"),
+                    "process.files",
+                    "give each cat one file (equal counts) or one set",
+                ));
             }
             ProcKind::Cat { files, bs }
         }
@@ -558,7 +744,10 @@ fn process(cx: &Ctx<'_>, p: &RawProcess, sets: &[FileSetSpec], earlier: &[Proces
             None => Duration::ZERO,
         },
         prio: match &p.prio {
-            Some(x) => x.get_ref().parse::<IoPrio>().map_err(|e| cx.at(x, "process.prio", e.to_string()))?,
+            Some(x) => x
+                .get_ref()
+                .parse::<IoPrio>()
+                .map_err(|e| cx.at(x, "process.prio", e.to_string()))?,
             None => IoPrio::default(),
         },
         background,
@@ -596,7 +785,10 @@ pub(crate) fn build_host(
                 file,
                 None,
                 Some("host.fs_size"),
-                format!("the file system ends past the device ({} bytes)", capacity * SECTOR_SIZE),
+                format!(
+                    "the file system ends past the device ({} bytes)",
+                    capacity * SECTOR_SIZE
+                ),
             ));
         }
     }
@@ -704,22 +896,47 @@ pub(crate) fn build_host(
                     let top = pick(files, i).top;
                     let pipe = host.new_pipe(*pipe);
                     host.spawn(row, Box::new(Find::new(top, pipe, *stat)), p.start, p.prio);
-                    host.spawn(row, Box::new(XargsCat::new(pipe, *batch, *bs)), p.start, p.prio);
+                    host.spawn(
+                        row,
+                        Box::new(XargsCat::new(pipe, *batch, *bs)),
+                        p.start,
+                        p.prio,
+                    );
                 }
                 ProcKind::Dd { files, bs, size } => {
                     let f = pick(files, i).top;
                     let count = size.div_ceil(*bs);
-                    host.spawn(row, Box::new(Dd::new(f, *bs, count, looping)), p.start, p.prio);
+                    host.spawn(
+                        row,
+                        Box::new(Dd::new(f, *bs, count, looping)),
+                        p.start,
+                        p.prio,
+                    );
                 }
-                ProcKind::Cp { files, dir, bs, sync } => {
+                ProcKind::Cp {
+                    files,
+                    dir,
+                    bs,
+                    sync,
+                } => {
                     let src = pick(files, i).top;
                     let is_dir = host.fs().is_dir(src);
                     let dst = dir.as_ref().map_or(FileId::ROOT, |d| pick(d, i).top);
-                    host.spawn(row, Box::new(Cp::new(src, is_dir, dst, *bs, *sync)), p.start, p.prio);
+                    host.spawn(
+                        row,
+                        Box::new(Cp::new(src, is_dir, dst, *bs, *sync)),
+                        p.start,
+                        p.prio,
+                    );
                 }
                 ProcKind::WriteAndFsync { dir, size, fsync } => {
                     let d = dir.as_ref().map_or(FileId::ROOT, |d| pick(d, i).top);
-                    host.spawn(row, Box::new(WriteAndFsync::new(d, *size, *fsync)), p.start, p.prio);
+                    host.spawn(
+                        row,
+                        Box::new(WriteAndFsync::new(d, *size, *fsync)),
+                        p.start,
+                        p.prio,
+                    );
                 }
                 ProcKind::AppStart { files } => {
                     let ops = pick(files, i).ops.clone();
@@ -759,12 +976,22 @@ pub(crate) fn build_host(
                     random_writer,
                 } => {
                     let f = pick(files, i).top;
-                    host.spawn(row, Box::new(FsyncTester::new(f, *size, *interval, *duration)), p.start, p.prio);
+                    host.spawn(
+                        row,
+                        Box::new(FsyncTester::new(f, *size, *interval, *duration)),
+                        p.start,
+                        p.prio,
+                    );
                     if let Some(rw) = random_writer {
                         let target = pick(rw, i).top;
                         let rrow = host.add_row(&format!("{row_name}.rnd"), false);
                         let rng = Prng::derive(seed, &format!("{row_name}.rnd"));
-                        host.spawn(rrow, Box::new(RandomWriter::new(target, rng)), p.start, p.prio);
+                        host.spawn(
+                            rrow,
+                            Box::new(RandomWriter::new(target, rng)),
+                            p.start,
+                            p.prio,
+                        );
                     }
                 }
             }

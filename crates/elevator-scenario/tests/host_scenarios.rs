@@ -53,7 +53,10 @@ fn a_hosted_file_parses_and_runs() {
     assert_eq!((h.files.len(), h.processes.len()), (2, 2));
     let report = run(&s, &RunOptions::default(), &mut |_| {}).unwrap();
     for r in &report.runs {
-        println!("{}: cat of 20 MB under a dd loop: {:.2} s", r.scheduler, r.result.value);
+        println!(
+            "{}: cat of 20 MB under a dd loop: {:.2} s",
+            r.scheduler, r.result.value
+        );
         assert!(r.result.value.is_finite() && r.result.value > 0.0);
     }
 }
@@ -61,17 +64,50 @@ fn a_hosted_file_parses_and_runs() {
 #[test]
 fn bad_host_values_name_file_line_and_key() {
     let cases = [
-        (HOSTED.replace("memory = \"256m\"", "memory = \"lots\""), "my.toml:12: key `host.memory`"),
-        (HOSTED.replace("dirty_ratio = 40", "dirty_ratio = 140"), "my.toml:13: key `host.dirty_ratio`"),
-        (HOSTED.replace("memory = \"256m\"", "preset = \"linux-1.0\""), "my.toml:12: key `host.preset`"),
-        (HOSTED.replace("kind = \"file\"", "kind = \"fifo\""), "my.toml:17: key `files.kind`"),
-        (HOSTED.replace("size = \"20m\"", "size = \"0\""), "my.toml:18: key `files.size`"),
-        (HOSTED.replace("kind = \"dd\"", "kind = \"rsync\""), "my.toml:26: key `process.kind`"),
-        (HOSTED.replace("files = \"foo\"", "files = \"bar\""), "my.toml:27: key `process.files`"),
-        (HOSTED.replace("files = \"big\"", "files = \"foo\"\nthreads = 4"), "my.toml:36: key `process.threads`"),
-        (HOSTED.replace("start = \"1s\"", "start = \"soon\""), "my.toml:36: key `process.start`"),
-        (HOSTED.replace("bs = \"1m\"", "bs = \"0\""), "my.toml:28: key `process.bs`"),
-        (HOSTED.replace("job = \"reader\"", "job = \"nobody\""), "my.toml:8: key `result`"),
+        (
+            HOSTED.replace("memory = \"256m\"", "memory = \"lots\""),
+            "my.toml:12: key `host.memory`",
+        ),
+        (
+            HOSTED.replace("dirty_ratio = 40", "dirty_ratio = 140"),
+            "my.toml:13: key `host.dirty_ratio`",
+        ),
+        (
+            HOSTED.replace("memory = \"256m\"", "preset = \"linux-1.0\""),
+            "my.toml:12: key `host.preset`",
+        ),
+        (
+            HOSTED.replace("kind = \"file\"", "kind = \"fifo\""),
+            "my.toml:17: key `files.kind`",
+        ),
+        (
+            HOSTED.replace("size = \"20m\"", "size = \"0\""),
+            "my.toml:18: key `files.size`",
+        ),
+        (
+            HOSTED.replace("kind = \"dd\"", "kind = \"rsync\""),
+            "my.toml:26: key `process.kind`",
+        ),
+        (
+            HOSTED.replace("files = \"foo\"", "files = \"bar\""),
+            "my.toml:27: key `process.files`",
+        ),
+        (
+            HOSTED.replace("files = \"big\"", "files = \"foo\"\nthreads = 4"),
+            "my.toml:36: key `process.threads`",
+        ),
+        (
+            HOSTED.replace("start = \"1s\"", "start = \"soon\""),
+            "my.toml:36: key `process.start`",
+        ),
+        (
+            HOSTED.replace("bs = \"1m\"", "bs = \"0\""),
+            "my.toml:28: key `process.bs`",
+        ),
+        (
+            HOSTED.replace("job = \"reader\"", "job = \"nobody\""),
+            "my.toml:8: key `result`",
+        ),
     ];
     for (text, want) in cases {
         let e = err(&text);
@@ -89,12 +125,22 @@ fn a_scenario_of_background_processes_only_is_refused() {
 #[test]
 fn same_seed_same_bytes_with_a_host() {
     let s = Scenario::parse("my.toml", HOSTED).unwrap();
-    let once = run(&s, &RunOptions::default(), &mut |_| {}).unwrap().to_json();
-    let twice = run(&s, &RunOptions::default(), &mut |_| {}).unwrap().to_json();
+    let once = run(&s, &RunOptions::default(), &mut |_| {})
+        .unwrap()
+        .to_json();
+    let twice = run(&s, &RunOptions::default(), &mut |_| {})
+        .unwrap()
+        .to_json();
     assert_eq!(once, twice);
-    let tree = elevator_scenario::builtin("morton-9-streaming-read-vs-tree-read").unwrap().unwrap();
-    let a = run(&tree, &RunOptions::default(), &mut |_| {}).unwrap().to_json();
-    let b = run(&tree, &RunOptions::default(), &mut |_| {}).unwrap().to_json();
+    let tree = elevator_scenario::builtin("morton-9-streaming-read-vs-tree-read")
+        .unwrap()
+        .unwrap();
+    let a = run(&tree, &RunOptions::default(), &mut |_| {})
+        .unwrap()
+        .to_json();
+    let b = run(&tree, &RunOptions::default(), &mut |_| {})
+        .unwrap()
+        .to_json();
     assert_eq!(a, b);
 }
 
@@ -118,7 +164,12 @@ fn every_builtin_scenario_runs_under_noop_and_deadline() {
                 r.result.unit,
                 r.published.as_deref().unwrap_or("-")
             );
-            assert!(r.result.value.is_finite(), "{name} under {}: {}", r.scheduler, r.result.value);
+            assert!(
+                r.result.value.is_finite(),
+                "{name} under {}: {}",
+                r.scheduler,
+                r.result.value
+            );
         }
     }
 }

@@ -57,7 +57,11 @@ pub enum Entry {
 
 impl TreeShape {
     pub fn files(&self) -> usize {
-        self.dirs.iter().flatten().filter(|e| matches!(e, Entry::File(_))).count()
+        self.dirs
+            .iter()
+            .flatten()
+            .filter(|e| matches!(e, Entry::File(_)))
+            .count()
     }
 
     pub fn bytes(&self) -> u64 {
@@ -155,7 +159,9 @@ pub fn kernel_file_sizes(rng: &mut Prng) -> Vec<u64> {
     }
     let bounds = |i: usize| {
         let lo = KTREE_HISTOGRAM[i].0 as f64;
-        let hi = KTREE_HISTOGRAM.get(i + 1).map_or(KTREE_MAX_FILE as f64, |b| b.0 as f64);
+        let hi = KTREE_HISTOGRAM
+            .get(i + 1)
+            .map_or(KTREE_MAX_FILE as f64, |b| b.0 as f64);
         (lo, hi)
     };
     let size = |i: usize, u: f64, k: f64| {
@@ -294,7 +300,12 @@ pub const XTERM_THINK: Duration = Duration::from_millis(10);
 /// a small file stands for `xauth` updating `~/.Xauthority`, which sshd
 /// runs for an X11-forwarded session. Returns the top directory and the
 /// operations.
-pub fn xterm_startup(fs: &mut FileSystem, parent: FileId, rng: &mut Prng, pid: u32) -> (FileId, Vec<AppOp>) {
+pub fn xterm_startup(
+    fs: &mut FileSystem,
+    parent: FileId,
+    rng: &mut Prng,
+    pid: u32,
+) -> (FileId, Vec<AppOp>) {
     let top = fs.create(parent, Kind::Dir, pid);
     let sub: Vec<FileId> = (0..4).map(|_| fs.create(top, Kind::Dir, pid)).collect();
     // Sizes: log-uniform 4 KiB .. 2 MiB.
@@ -314,7 +325,11 @@ pub fn xterm_startup(fs: &mut FileSystem, parent: FileId, rng: &mut Prng, pid: u
     // First reads: headers of every file.
     let mut reads: Vec<(FileId, u64, u64)> = files.iter().map(|&f| (f, 0, 4096)).collect();
     // The rest: pieces of the larger files.
-    let big: Vec<FileId> = files.iter().copied().filter(|&f| fs.size(f) > 64 << 10).collect();
+    let big: Vec<FileId> = files
+        .iter()
+        .copied()
+        .filter(|&f| fs.size(f) > 64 << 10)
+        .collect();
     let pool = if big.is_empty() { files.clone() } else { big };
     while reads.len() < XTERM_READS {
         let f = pool[rng.below(pool.len() as u64) as usize];
@@ -413,9 +428,13 @@ mod tests {
         fs.check();
         let files = files_under(&fs, top);
         assert_eq!(files.len(), KTREE_FILES as usize);
-        let groups: std::collections::BTreeSet<u32> = files.iter().map(|&f| fs.inode(f).group).collect();
+        let groups: std::collections::BTreeSet<u32> =
+            files.iter().map(|&f| fs.inode(f).group).collect();
         println!("tree in groups {groups:?}");
-        assert!(groups.len() <= 6, "an Orlov tree stays in a few groups: {groups:?}");
+        assert!(
+            groups.len() <= 6,
+            "an Orlov tree stays in a few groups: {groups:?}"
+        );
         let copied = shape_of(&fs, top);
         let copy = place_tree(&mut fs, FileId::ROOT, &copied, 101);
         assert_eq!(files_under(&fs, copy).len(), KTREE_FILES as usize);

@@ -142,7 +142,7 @@ impl Geometry {
     /// superblock backup and the descriptors.
     pub fn has_super(&self, g: u32) -> bool {
         fn power_of(mut x: u32, b: u32) -> bool {
-            while x % b == 0 && x > 1 {
+            while x.is_multiple_of(b) && x > 1 {
                 x /= b;
             }
             x == 1
@@ -151,7 +151,12 @@ impl Geometry {
     }
 
     pub fn block_bitmap(&self, g: u32) -> u64 {
-        self.group_start(g) + if self.has_super(g) { 1 + self.gdt_blocks } else { 0 }
+        self.group_start(g)
+            + if self.has_super(g) {
+                1 + self.gdt_blocks
+            } else {
+                0
+            }
     }
 
     pub fn inode_bitmap(&self, g: u32) -> u64 {
@@ -210,11 +215,15 @@ impl FileSystem {
     pub fn new(params: &FsParams, capacity: Sector, seed: u64) -> Self {
         let device_bytes = capacity * SECTOR_SIZE;
         let start = params.offset.min(device_bytes);
-        let size = params.size.unwrap_or(device_bytes - start).min(device_bytes - start);
+        let size = params
+            .size
+            .unwrap_or(device_bytes - start)
+            .min(device_bytes - start);
         let bpg = params.blocks_per_group;
         let group_bytes = bpg * params.block_size;
         let groups = (size / group_bytes).max(1) as u32;
-        let itable_blocks = (u64::from(params.inodes_per_group) * INODE_SIZE).div_ceil(params.block_size);
+        let itable_blocks =
+            (u64::from(params.inodes_per_group) * INODE_SIZE).div_ceil(params.block_size);
         // 32-byte group descriptors.
         let gdt_blocks = (u64::from(groups) * 32).div_ceil(params.block_size);
         let geo = Geometry {
@@ -391,7 +400,7 @@ impl FileSystem {
         let ptrs = self.geo.ptrs_per_block();
         if b == NDIR_BLOCKS {
             Some(false)
-        } else if b >= NDIR_BLOCKS + ptrs && (b - NDIR_BLOCKS - ptrs) % ptrs == 0 {
+        } else if b >= NDIR_BLOCKS + ptrs && (b - NDIR_BLOCKS - ptrs).is_multiple_of(ptrs) {
             Some(b == NDIR_BLOCKS + ptrs)
         } else {
             None
@@ -558,16 +567,19 @@ impl FileSystem {
         let goal = goal.min(self.geo.blocks - 1);
         let g = self.geo.group_of(goal);
         let group_end = self.geo.group_start(g) + self.geo.blocks_per_group;
-        let found = self.first_free(goal, group_end).filter(|&(s, _)| s < group_end).or_else(|| {
-            (1..=self.geo.groups).find_map(|i| {
-                let g2 = (g + i) % self.geo.groups;
-                if self.groups[g2 as usize].free_blocks == 0 {
-                    return None;
-                }
-                let lo = self.geo.group_start(g2);
-                self.first_free(lo, lo + self.geo.blocks_per_group)
-            })
-        });
+        let found = self
+            .first_free(goal, group_end)
+            .filter(|&(s, _)| s < group_end)
+            .or_else(|| {
+                (1..=self.geo.groups).find_map(|i| {
+                    let g2 = (g + i) % self.geo.groups;
+                    if self.groups[g2 as usize].free_blocks == 0 {
+                        return None;
+                    }
+                    let lo = self.geo.group_start(g2);
+                    self.first_free(lo, lo + self.geo.blocks_per_group)
+                })
+            });
         let (start, run) = found.expect("file system full");
         let len = run.min(want).max(1);
         self.take(start, len);
@@ -679,7 +691,11 @@ impl FileSystem {
         let mut prev_end = 0;
         for (&s, &l) in &self.free {
             assert!(s >= prev_end, "free extents overlap");
-            assert_eq!(self.geo.group_of(s), self.geo.group_of(s + l - 1), "free extent crosses a group");
+            assert_eq!(
+                self.geo.group_of(s),
+                self.geo.group_of(s + l - 1),
+                "free extent crosses a group"
+            );
             per_group[self.geo.group_of(s) as usize] += l;
             prev_end = s + l;
         }
@@ -742,8 +758,14 @@ mod tests {
         assert!(pieces <= 30, "{pieces} pieces");
         assert_eq!(fs.meta_path(f, 5), [None, None]);
         assert_eq!(fs.meta_path(f, 100), [Some(inode.meta[0]), None]);
-        assert_eq!(fs.meta_path(f, 1036), [Some(inode.meta[1]), Some(inode.meta[2])]);
-        assert_eq!(fs.meta_path(f, 2060), [Some(inode.meta[1]), Some(inode.meta[3])]);
+        assert_eq!(
+            fs.meta_path(f, 1036),
+            [Some(inode.meta[1]), Some(inode.meta[2])]
+        );
+        assert_eq!(
+            fs.meta_path(f, 2060),
+            [Some(inode.meta[1]), Some(inode.meta[3])]
+        );
     }
 
     #[test]
@@ -782,7 +804,11 @@ mod tests {
         uniq.dedup();
         assert_eq!(uniq.len(), 4, "top-level dirs in distinct groups: {tops:?}");
         let sub = fs.create(FileId(2), Kind::Dir, 0);
-        assert_eq!(fs.inode(sub).group, tops[0], "a subdirectory stays with its parent");
+        assert_eq!(
+            fs.inode(sub).group,
+            tops[0],
+            "a subdirectory stays with its parent"
+        );
 
         let params = FsParams {
             allocator: crate::params::Allocator::Old,
@@ -791,6 +817,10 @@ mod tests {
         let mut old = FileSystem::new(&params, 16 * (128 << 20) / 512, 1);
         let a = old.create(FileId::ROOT, Kind::Dir, 0);
         let b = old.create(a, Kind::Dir, 0);
-        assert_ne!(old.inode(a).group, old.inode(b).group, "2.4 spreads every directory");
+        assert_ne!(
+            old.inode(a).group,
+            old.inode(b).group,
+            "2.4 spreads every directory"
+        );
     }
 }

@@ -42,7 +42,9 @@ impl Program for AppStart {
     fn next(&mut self, cx: &mut Ctx<'_>) -> Syscall {
         let t0 = *self.started.get_or_insert(cx.now);
         let Some(op) = self.ops.get(self.i).copied() else {
-            cx.stats.extra.insert("startup_s".into(), cx.now.since(t0).as_secs_f64());
+            cx.stats
+                .extra
+                .insert("startup_s".into(), cx.now.since(t0).as_secs_f64());
             return Syscall::Exit;
         };
         if self.opened.insert(op.file) {

@@ -49,7 +49,11 @@ impl Cp {
     pub fn new(src: FileId, src_is_dir: bool, dst_parent: FileId, bs: u64, sync: bool) -> Self {
         let mut queue = VecDeque::new();
         queue.push_back((Syscall::Stat(src), None));
-        let pending = if src_is_dir { Pending::Dir(src) } else { Pending::File(src) };
+        let pending = if src_is_dir {
+            Pending::Dir(src)
+        } else {
+            Pending::File(src)
+        };
         queue.push_back((
             Syscall::Create {
                 parent: dst_parent,
@@ -139,7 +143,9 @@ impl Program for Cp {
                     self.synced = true;
                     return Syscall::Sync;
                 }
-                cx.stats.extra.insert("files".into(), self.files_copied as f64);
+                cx.stats
+                    .extra
+                    .insert("files".into(), self.files_copied as f64);
                 return Syscall::Exit;
             };
             let children = cx.fs.children(src_dir);

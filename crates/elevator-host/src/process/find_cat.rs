@@ -151,7 +151,9 @@ impl Program for XargsCat {
             match self.phase {
                 Phase::Collect => {
                     if self.eof {
-                        cx.stats.extra.insert("files".into(), self.files_read as f64);
+                        cx.stats
+                            .extra
+                            .insert("files".into(), self.files_read as f64);
                         return Syscall::Exit;
                     }
                     self.awaiting = true;

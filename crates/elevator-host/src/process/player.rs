@@ -28,7 +28,14 @@ pub struct Player {
 impl Player {
     /// `frames` frames of `frame` bytes every `period`; `buffer` periods of
     /// slack (1: each frame must arrive within its own period).
-    pub fn new(file: FileId, frame: u64, period: Duration, frames: u64, buffer: u64, repeat: bool) -> Self {
+    pub fn new(
+        file: FileId,
+        frame: u64,
+        period: Duration,
+        frames: u64,
+        buffer: u64,
+        repeat: bool,
+    ) -> Self {
         Player {
             file,
             frame: frame.max(1),
@@ -63,8 +70,12 @@ impl Program for Player {
             self.worst = self.worst.max(cx.last.latency);
             self.i += 1;
             cx.stats.extra.insert("frames".into(), self.i as f64);
-            cx.stats.extra.insert("frames_missed".into(), self.missed as f64);
-            cx.stats.extra.insert("worst_frame_ms".into(), self.worst.as_millis_f64());
+            cx.stats
+                .extra
+                .insert("frames_missed".into(), self.missed as f64);
+            cx.stats
+                .extra
+                .insert("worst_frame_ms".into(), self.worst.as_millis_f64());
             if self.i >= self.frames && !self.repeat {
                 return Syscall::Exit;
             }

@@ -52,7 +52,14 @@ pub struct TiotestThread {
 }
 
 impl TiotestThread {
-    pub fn new(dir: FileId, size: u64, bs: u64, random_ops: u64, barrier: BarrierId, rng: Prng) -> Self {
+    pub fn new(
+        dir: FileId,
+        size: u64,
+        bs: u64,
+        random_ops: u64,
+        barrier: BarrierId,
+        rng: Prng,
+    ) -> Self {
         TiotestThread {
             dir,
             file: None,
@@ -73,7 +80,7 @@ impl TiotestThread {
     }
 
     fn ops(&self) -> u64 {
-        if self.phase % 2 == 0 {
+        if self.phase.is_multiple_of(2) {
             self.blocks()
         } else {
             self.random_ops
@@ -129,12 +136,14 @@ impl Program for TiotestThread {
                     };
                 }
                 Step::Ops => {
-                    let file = *self.file.get_or_insert_with(|| cx.last.file().expect("created"));
+                    let file = *self
+                        .file
+                        .get_or_insert_with(|| cx.last.file().expect("created"));
                     if self.i >= self.ops() {
                         self.step = if p < 2 { Step::Fsync } else { Step::Close };
                         continue;
                     }
-                    let offset = if p % 2 == 0 {
+                    let offset = if p.is_multiple_of(2) {
                         self.i * self.bs
                     } else {
                         self.rng.below(self.blocks()) * self.bs

@@ -56,9 +56,15 @@ impl Program for WriteAndFsync {
                     };
                 }
                 State::Write => {
-                    let file = *self.file.get_or_insert_with(|| cx.last.file().expect("created"));
+                    let file = *self
+                        .file
+                        .get_or_insert_with(|| cx.last.file().expect("created"));
                     if self.pos >= self.size {
-                        self.state = if self.fsync { State::Fsync } else { State::Close };
+                        self.state = if self.fsync {
+                            State::Fsync
+                        } else {
+                            State::Close
+                        };
                         continue;
                     }
                     let len = self.chunk.min(self.size - self.pos);

@@ -84,7 +84,9 @@ pub fn run(host: &mut Host, policy: &str, device: &str, limit_s: u64) -> (RunSum
         inner: dev,
         log: log.clone(),
     };
-    let sched = elevator_sched::find(policy).expect("policy").build_default(&limits);
+    let sched = elevator_sched::find(policy)
+        .expect("policy")
+        .build_default(&limits);
     let config = EngineConfig {
         time_limit: Instant(limit_s * 1_000_000_000),
         ..EngineConfig::default()
