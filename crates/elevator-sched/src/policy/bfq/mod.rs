@@ -1971,10 +1971,12 @@ impl Scheduler for Bfq {
         let mut q = self.queue_for(&request, now);
         if request.sync {
             if let Some(n) = self.setup_cooperator(q, request.sector) {
+                if let Some(qu) = self.queues[q as usize].as_mut() {
+                    qu.just_created = false;
+                }
                 if self.sync_of.get(&task) == Some(&q) {
                     self.merge_queues(task, q, n, now);
                 }
-                self.qm(q).just_created = false;
                 q = n;
             }
         }
