@@ -168,6 +168,8 @@ pub const TYPE: SchedulerType = SchedulerType {
 // Internal constants (not in sysfs).
 // ---------------------------------------------------------------------------
 
+/// The level of a task that never set one (`IOPRIO_NORM`, `BFQ_DEFAULT_QUEUE_IOPRIO`).
+const DEFAULT_IOPRIO_LEVEL: u8 = 4;
 /// Weight per ioprio level (`BFQ_WEIGHT_CONVERSION_COEFF`).
 const WEIGHT_CONVERSION_COEFF: u32 = 10;
 /// Group weights (`BFQ_MIN_WEIGHT`, `BFQ_MAX_WEIGHT`, `BFQ_WEIGHT_LEGACY_DFL`).
@@ -702,7 +704,7 @@ impl Bfq {
         if !rq.sync {
             let class = class_of(rq.prio);
             // Class NONE shares the normal level's async queue (IOPRIO_NORM).
-            let level = if rq.prio.class() == IoClass::None { 4 } else { rq.prio.level() };
+            let level = if rq.prio.class() == IoClass::None { DEFAULT_IOPRIO_LEVEL } else { rq.prio.level() };
             let key = (group, class, level);
             if let Some(&q) = self.async_of.get(&key) {
                 return q;
@@ -1220,8 +1222,14 @@ impl Bfq {
             && passed(qu.soft_rt_next_start, Duration::ZERO, now)
             && qu.dispatched == 0;
         let interactive = !in_burst && idle_for_long;
+        // Only queues of the default weight are raised (Linux 5.x on:
+        // raising a queue whose weight was set on purpose would defeat it).
         let deserves = self.low_latency
-            && (qu.wr_coeff > 1 || (qu.sync && qu.tasks == 1 && (interactive || soft_rt)));
+            && (qu.wr_coeff > 1
+                || (qu.sync
+                    && qu.tasks == 1
+                    && qu.orig_weight == ioprio_to_weight(DEFAULT_IOPRIO_LEVEL)
+                    && (interactive || soft_rt)));
         let wants_to_preempt = self.update_budget_for_activation(q, arrived_in_time);
 
         let qu = self.qm(q);
