@@ -4,10 +4,10 @@
 //! cgroup v2 documentation. Each limited group keeps, per direction, a time
 //! slice (`throtl_slice`, 100 ms) with the bytes and I/Os it let through
 //! since the slice started. A request may pass at `now` if, with
-//! `elapsed` = time since the slice started rounded up to whole slices
-//! (at least one), `bytes_disp + size <= bps × elapsed` and
-//! `io_disp + 1 <= iops × elapsed`; otherwise it waits for the time at
-//! which both hold. A group with nothing held whose slice has run out
+//! `elapsed` = time since the slice started (at least one slice while the
+//! slice is fresh, i.e. not yet trimmed), `bytes_disp + size <= bps ×
+//! elapsed` and `io_disp + 1 <= iops × elapsed`; otherwise it waits for the
+//! time at which both hold. A group with nothing held whose slice has run out
 //! starts a new one; one still holding requests extends it. After each
 //! pass the slice is trimmed: whole slices that have gone by are
 //! subtracted, with what they allowed, so unused credit older than a slice
@@ -18,10 +18,17 @@
 //! exceeds its parent's limit. Held requests keep FIFO order per group and
 //! direction; a group's head is never overtaken by its later requests.
 //!
+//! Departure from the kernel: `tg_with_in_bps_limit` rounds `elapsed` up
+//! to whole slices, so at a slice boundary a group may pass up to two
+//! slices' worth in a moment, and every trim hands out the rest of the
+//! current slice again. We use the exact elapsed time, with one slice of
+//! credit only in a fresh slice, so a group's only burst is that slice;
+//! long-run rates are the same.
+//!
 //! Invariants: every inserted request is either held here or handed to the
 //! inner policy, exactly once; over any window of length `W` a group lets
 //! through at most `limit × (W + throtl_slice)` (one slice of burst, the
-//! credit a fresh slice starts with) plus nothing else.
+//! credit a fresh slice starts with); the kernel's rounding allows two.
 
 use crate::{Dispatch, Scheduler};
 use elevator_core::{Duration, GroupId, GroupTree, Instant, Op, Request, TaskId};
@@ -40,6 +47,8 @@ struct Slice {
     end: Instant,
     bytes: u64,
     ios: u64,
+    /// Not trimmed since it started: its allowance is at least one slice.
+    fresh: bool,
 }
 
 /// Limits of one group in one direction.
@@ -131,23 +140,27 @@ impl Throttle {
             return Duration::ZERO;
         }
         let s = self.slices[g][dir];
-        let slice = self.slice_len.nanos();
         let elapsed = now.since(s.start).nanos();
-        let rounded = elapsed.div_ceil(slice).max(1) * slice;
+        // The allowance grows with the exact time since the slice started;
+        // a fresh slice starts with one slice's worth (see the module docs).
+        let span = if s.fresh {
+            elapsed.max(self.slice_len.nanos())
+        } else {
+            elapsed
+        };
         let mut wait = 0u64;
         if let Some(bps) = limit.bps {
-            let allowed = (u128::from(bps) * u128::from(rounded) / NS_PER_S) as u64;
+            let allowed = (u128::from(bps) * u128::from(span) / NS_PER_S) as u64;
             let need = s.bytes + bytes;
             if need > allowed {
-                let extra =
-                    ((u128::from(need - allowed) * NS_PER_S).div_ceil(u128::from(bps))) as u64;
-                wait = wait.max(extra.max(1) + (rounded - elapsed));
+                let at = (u128::from(need) * NS_PER_S).div_ceil(u128::from(bps)) as u64;
+                wait = wait.max(at.saturating_sub(elapsed).max(1));
             }
         }
         if let Some(iops) = limit.iops {
-            let allowed = (u128::from(iops) * u128::from(rounded) / NS_PER_S) as u64;
+            let allowed = (u128::from(iops) * u128::from(span) / NS_PER_S) as u64;
             if s.ios + 1 > allowed {
-                let at = ((u128::from(s.ios + 1) * NS_PER_S).div_ceil(u128::from(iops))) as u64;
+                let at = (u128::from(s.ios + 1) * NS_PER_S).div_ceil(u128::from(iops)) as u64;
                 wait = wait.max(at.saturating_sub(elapsed).max(1));
             }
         }
@@ -172,6 +185,7 @@ impl Throttle {
                     end: now + slice,
                     bytes: 0,
                     ios: 0,
+                    fresh: true,
                 };
             } else if s.end < now + slice {
                 s.end = now + slice;
@@ -216,6 +230,7 @@ impl Throttle {
                         .saturating_sub((u128::from(iops) * span / NS_PER_S) as u64);
                 }
                 s.start += Duration(gone * slice.nanos());
+                s.fresh = false;
             }
             self.slices[a][dir] = s;
         }
