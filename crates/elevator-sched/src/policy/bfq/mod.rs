@@ -264,7 +264,7 @@ type PastTime = Option<Instant>;
 
 /// Whether `now` is after `t + d` (true for the farthest past).
 fn passed(t: PastTime, d: Duration, now: Instant) -> bool {
-    t.map_or(true, |t| now > t + d)
+    t.is_none_or(|t| now > t + d)
 }
 
 /// A BFQ queue (`struct bfq_queue`).
@@ -353,6 +353,16 @@ struct Saved {
     wr_cur_max_time: Duration,
     last_wr_start_finish: PastTime,
     wr_start_at_switch_to_srt: PastTime,
+}
+
+/// What an idle-to-busy switch found out about a queue.
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    old_wr: u32,
+    deserves: bool,
+    interactive: bool,
+    in_burst: bool,
+    soft_rt: bool,
 }
 
 /// A control group: a B-WF2Q+ level of its own.
@@ -487,7 +497,11 @@ impl Bfq {
             groups_with_pending: 0,
             rq_in_driver: 0,
             peak,
-            max_budget: if user_max_budget > 0 { user_max_budget } else { DEFAULT_MAX_BUDGET },
+            max_budget: if user_max_budget > 0 {
+                user_max_budget
+            } else {
+                DEFAULT_MAX_BUDGET
+            },
             rate_dur_prod: u128::from(REF_RATE[rot]) * u128::from(REF_WR_DURATION[rot].nanos()),
             in_serv_last_pos: 0,
             burst: Burst::default(),
@@ -510,7 +524,10 @@ impl Bfq {
     ///
     /// Panics on configuring the root, on a cycle, or on moving a busy group.
     pub fn set_group(&mut self, group: GroupId, parent: GroupId, weight: u32) {
-        assert!(group != GroupId::ROOT, "the root group has no weight or parent");
+        assert!(
+            group != GroupId::ROOT,
+            "the root group has no weight or parent"
+        );
         let weight = weight.clamp(GROUP_WEIGHT_MIN, GROUP_WEIGHT_MAX);
         let parent_sd = self.group_sched(parent);
         match self.group_of.get(&group) {
@@ -591,7 +608,9 @@ impl Bfq {
 
     /// Whether `task`'s sync queue shares a merged queue with another task.
     pub fn is_merged(&self, task: TaskId) -> bool {
-        self.sync_of.get(&task).is_some_and(|&q| self.q(q).tasks > 1)
+        self.sync_of
+            .get(&task)
+            .is_some_and(|&q| self.q(q).tasks > 1)
     }
 
     fn q(&self, q: QueueIdx) -> &Queue {
@@ -613,7 +632,9 @@ impl Bfq {
     fn new_queue(&mut self, group: SchedId, prio: IoPrio, sync: bool, now: Instant) -> QueueIdx {
         let class = class_of(prio);
         let orig_weight = ioprio_to_weight(prio.level());
-        let entity = self.wf.new_queue_entity(group, class, u64::from(orig_weight));
+        let entity = self
+            .wf
+            .new_queue_entity(group, class, u64::from(orig_weight));
         let queue = Queue {
             entity,
             group,
@@ -704,12 +725,21 @@ impl Bfq {
         if !rq.sync {
             let class = class_of(rq.prio);
             // Class NONE shares the normal level's async queue (IOPRIO_NORM).
-            let level = if rq.prio.class() == IoClass::None { DEFAULT_IOPRIO_LEVEL } else { rq.prio.level() };
+            let level = if rq.prio.class() == IoClass::None {
+                DEFAULT_IOPRIO_LEVEL
+            } else {
+                rq.prio.level()
+            };
             let key = (group, class, level);
             if let Some(&q) = self.async_of.get(&key) {
                 return q;
             }
-            let q = self.new_queue(group, IoPrio::new(rq.prio.effective_class(), level), false, now);
+            let q = self.new_queue(
+                group,
+                IoPrio::new(rq.prio.effective_class(), level),
+                false,
+                now,
+            );
             self.qm(q).tasks = 1;
             self.async_of.insert(key, q);
             return q;
@@ -898,14 +928,14 @@ impl Bfq {
         }
     }
 
-    /// Whether `q` may lose its share without idling: weights differ and q
-    /// is not the lightest, classes differ, or groups have pending I/O
-    /// (`bfq_asymmetric_scenario`).
-    fn asymmetric(&self, q: QueueIdx) -> bool {
-        let qu = self.q(q);
-        let smallest = qu.counted_weight.is_some()
-            && qu.counted_weight == self.weight_counts.keys().next().copied();
-        let varied_weights = !smallest && self.weight_counts.len() >= 2;
+    /// Whether `q` may lose its share without idling: busy queues have
+    /// different weights or classes, or groups have pending I/O
+    /// (`bfq_symmetric_scenario` of 4.12 – 4.19, negated). Linux 5.x also
+    /// lets the lightest queue skip idling; that leaves it only what
+    /// preemption wins back, about two requests per slot of a heavier
+    /// queue on NCQ flash, so the 4.x rule is kept.
+    fn asymmetric(&self, _q: QueueIdx) -> bool {
+        let varied_weights = self.weight_counts.len() >= 2;
         let classes = self.busy.iter().filter(|&&b| b > 0).count();
         varied_weights || classes >= 2 || self.groups_with_pending > 0
     }
@@ -961,7 +991,11 @@ impl Bfq {
         let min = self.min_budget();
         let max = self.max_budget();
         let qu = self.q(q);
-        let mut budget = if qu.wr_coeff == 1 { qu.max_budget } else { 2 * min };
+        let mut budget = if qu.wr_coeff == 1 {
+            qu.max_budget
+        } else {
+            2 * min
+        };
         if qu.sync && qu.wr_coeff == 1 {
             budget = match reason {
                 Expiration::TooIdle if qu.dispatched > 0 => (budget * 2).min(max),
@@ -1010,7 +1044,11 @@ impl Bfq {
         if !qu.sync {
             return (false, 0);
         }
-        let end = if compensate { self.last_idling_start } else { now };
+        let end = if compensate {
+            self.last_idling_start
+        } else {
+            now
+        };
         let delta_us = end.since(self.last_budget_start).nanos() / 1_000;
         if delta_us < 1000 {
             let ms = if self.rotational {
@@ -1083,21 +1121,22 @@ impl Bfq {
         let by_rate = qu.last_idle_backlogged
             + Duration(qu.service_from_backlogged * 1_000_000_000 / WR_MAX_SOFTRT_RATE);
         let by_idle = now + self.slice_idle + SOFTRT_EXTRA;
-        qu.soft_rt_next_start.unwrap_or(Instant::ZERO).max(by_rate).max(by_idle)
+        qu.soft_rt_next_start
+            .unwrap_or(Instant::ZERO)
+            .max(by_rate)
+            .max(by_idle)
     }
 
     /// Start, renew or end raising on an idle-to-busy switch
     /// (`bfq_update_bfqq_wr_on_rq_arrival`).
-    fn update_wr_on_arrival(
-        &mut self,
-        q: QueueIdx,
-        old_wr: u32,
-        deserves: bool,
-        interactive: bool,
-        in_burst: bool,
-        soft_rt: bool,
-        now: Instant,
-    ) {
+    fn update_wr_on_arrival(&mut self, q: QueueIdx, a: Arrival, now: Instant) {
+        let Arrival {
+            old_wr,
+            deserves,
+            interactive,
+            in_burst,
+            soft_rt,
+        } = a;
         let dur = self.wr_duration();
         if old_wr == 1 && deserves {
             if interactive {
@@ -1162,7 +1201,11 @@ impl Bfq {
 impl Bfq {
     fn add_busy(&mut self, q: QueueIdx) {
         let qu = self.qm(q);
-        let backshift = if qu.non_blocking_wait_rq { u64::from(qu.wr_coeff) } else { 0 };
+        let backshift = if qu.non_blocking_wait_rq {
+            u64::from(qu.wr_coeff)
+        } else {
+            0
+        };
         qu.non_blocking_wait_rq = false;
         qu.busy = true;
         let (entity, class, raised) = (qu.entity, qu.class, qu.wr_coeff > 1);
@@ -1215,7 +1258,7 @@ impl Bfq {
         let idle_for_long = qu.dispatched == 0 && passed(qu.budget_timeout, WR_MIN_IDLE_TIME, now);
         let arrived_in_time = qu
             .last_end_request
-            .map_or(true, |t| now <= t + self.slice_idle.mul(3));
+            .is_none_or(|t| now <= t + self.slice_idle.mul(3));
         let in_burst = qu.in_large_burst;
         let soft_rt = !qu.totally_seeky()
             && !in_burst
@@ -1253,7 +1296,14 @@ impl Bfq {
             }
         }
         if self.low_latency && passed(self.q(q).split_time, WR_MIN_IDLE_TIME, now) {
-            self.update_wr_on_arrival(q, old_wr, deserves, interactive, in_burst, soft_rt, now);
+            let a = Arrival {
+                old_wr,
+                deserves,
+                interactive,
+                in_burst,
+                soft_rt,
+            };
+            self.update_wr_on_arrival(q, a, now);
         }
         let qu = self.qm(q);
         qu.last_idle_backlogged = now;
@@ -1306,12 +1356,18 @@ impl Bfq {
             if let Some(t) = qu.budget_timeout.filter(|&t| t < now) {
                 // Do not let the wait for service eat a soft real-time period.
                 match qu.last_wr_start_finish {
-                    Some(start) if t > start => qu.last_wr_start_finish = Some(start + now.since(t)),
+                    Some(start) if t > start => {
+                        qu.last_wr_start_finish = Some(start + now.since(t))
+                    }
                     _ => qu.last_wr_start_finish = Some(now),
                 }
             }
         }
-        let coeff = if qu.is_soft_rt() { 1 } else { u64::from(qu.wr_coeff) };
+        let coeff = if qu.is_soft_rt() {
+            1
+        } else {
+            u64::from(qu.wr_coeff)
+        };
         qu.budget_timeout = Some(now + timeout.mul(coeff));
         self.last_budget_start = now;
         self.in_service = Some(q);
@@ -1376,7 +1432,7 @@ impl Bfq {
     }
 
     fn budget_timed_out(&self, q: QueueIdx, now: Instant) -> bool {
-        self.q(q).budget_timeout.map_or(true, |t| now >= t)
+        self.q(q).budget_timeout.is_none_or(|t| now >= t)
     }
 
     /// `bfq_may_expire_for_budg_timeout`: not while idling for a queue that
@@ -1384,7 +1440,8 @@ impl Bfq {
     fn may_expire_for_budget_timeout(&self, q: QueueIdx, now: Instant) -> bool {
         let qu = self.q(q);
         let budget = self.wf.es[qu.entity as usize].budget as i64;
-        (!qu.wait_request || qu.budget_left(&self.wf) >= budget / 3) && self.budget_timed_out(q, now)
+        (!qu.wait_request || qu.budget_left(&self.wf) >= budget / 3)
+            && self.budget_timed_out(q, now)
     }
 
     /// Idle for the in-service queue's next request (`bfq_arm_slice_timer`).
@@ -1464,11 +1521,11 @@ impl Bfq {
             self.pos_update(q);
         }
         let qu = self.qm(q);
-        if !qu.busy && reason != Expiration::BudgetTimeout && reason != Expiration::BudgetExhausted {
+        if !qu.busy && reason != Expiration::BudgetTimeout && reason != Expiration::BudgetExhausted
+        {
             // Keep the service: if a request comes in time, the queue goes
             // on with the rest of this budget.
             qu.non_blocking_wait_rq = true;
-            self.wf.es[entity as usize].service = service.max(self.wf.es[entity as usize].service);
         } else {
             self.wf.es[entity as usize].service = 0;
         }
@@ -1547,7 +1604,10 @@ impl Bfq {
             (Some(a), Some(b)) if a == b => return Some(a),
             (Some(a), Some(b)) => (a, b),
         };
-        let (ra, rb) = (sorted.get(a).expect("queued"), sorted.get(b).expect("queued"));
+        let (ra, rb) = (
+            sorted.get(a).expect("queued"),
+            sorted.get(b).expect("queued"),
+        );
         if ra.sync != rb.sync {
             return Some(if ra.sync { a } else { b });
         }
@@ -1593,7 +1653,11 @@ impl Bfq {
         let qu = self.queues[q as usize].as_mut().expect("live queue");
         if !qu.fifo_checked {
             qu.fifo_checked = true;
-            while qu.fifo.front().is_some_and(|&(_, id)| !qu.sorted.contains(id)) {
+            while qu
+                .fifo
+                .front()
+                .is_some_and(|&(_, id)| !qu.sorted.contains(id))
+            {
                 qu.fifo.pop_front();
             }
             if let Some(&(d, id)) = qu.fifo.front() {
@@ -1604,7 +1668,10 @@ impl Bfq {
         }
         let qu = self.q(q);
         let r = qu.sorted.get(last).expect("queued");
-        let next = qu.sorted.next_after(last).or_else(|| qu.sorted.first().filter(|&f| f != last));
+        let next = qu
+            .sorted
+            .next_after(last)
+            .or_else(|| qu.sorted.first().filter(|&f| f != last));
         let prev = qu.sorted.prev_before(last);
         self.choose_req(&qu.sorted, next, prev, r.sector)
     }
@@ -1659,7 +1726,11 @@ impl Bfq {
         if qu.class == Class::Idle || !qu.sync || self.too_late_for_merging(q) {
             return;
         }
-        let Some(sector) = qu.next_rq.and_then(|id| qu.sorted.get(id)).map(|r| r.sector) else {
+        let Some(sector) = qu
+            .next_rq
+            .and_then(|id| qu.sorted.get(id))
+            .map(|r| r.sector)
+        else {
             return;
         };
         let g = qu.group;
@@ -1895,7 +1966,12 @@ impl Bfq {
             }
         }
         let prev = self.q(q).next_rq;
-        let next = self.choose_req(&self.q(q).sorted, prev, Some(survivor), self.peak.last_position);
+        let next = self.choose_req(
+            &self.q(q).sorted,
+            prev,
+            Some(survivor),
+            self.peak.last_position,
+        );
         self.qm(q).next_rq = next;
         if prev != next || next == Some(survivor) {
             self.pos_update(q);
@@ -1913,7 +1989,10 @@ impl Bfq {
         let charge = self.charge(q, sectors);
         self.queue_served(q, charge, now);
         self.qm(q).dispatched += 1;
-        if self.peak.dispatched(now, sector, sectors, self.rq_in_driver, self.rotational) {
+        if self
+            .peak
+            .dispatched(now, sector, sectors, self.rq_in_driver, self.rotational)
+        {
             self.update_max_budget();
         }
         if self.in_service == Some(q) {
@@ -2045,7 +2124,8 @@ impl Scheduler for Bfq {
             self.update_max_budget();
         }
         let qu = self.q(q);
-        if qu.softrt_update && qu.dispatched == 0 && qu.sorted.is_empty() && qu.wr_coeff != WR_COEFF {
+        if qu.softrt_update && qu.dispatched == 0 && qu.sorted.is_empty() && qu.wr_coeff != WR_COEFF
+        {
             let t = self.softrt_next_start(q, now);
             self.qm(q).soft_rt_next_start = Some(t);
         }

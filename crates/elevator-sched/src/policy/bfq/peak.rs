@@ -34,7 +34,11 @@ pub(super) const SECT_THR_NONROT: u32 = 64;
 
 /// `BFQ_RQ_SEEKY`: far from `last_pos`, and on flash also small.
 pub(super) fn rq_seeky(rotational: bool, last_pos: Sector, sector: Sector, sectors: u32) -> bool {
-    let dist = if last_pos == 0 { 0 } else { sector.abs_diff(last_pos) };
+    let dist = if last_pos == 0 {
+        0
+    } else {
+        sector.abs_diff(last_pos)
+    };
     dist > SEEK_THR && (rotational || sectors < SECT_THR_NONROT)
 }
 
@@ -97,7 +101,7 @@ impl PeakRate {
                 self.sequential += 1;
             }
             self.sectors += u64::from(sectors);
-            if self.samples % 32 != 0 {
+            if !self.samples.is_multiple_of(32) {
                 self.last_rq_max_size = self.last_rq_max_size.max(sectors);
             } else {
                 self.last_rq_max_size = sectors;
@@ -151,7 +155,8 @@ impl PeakRate {
             let mostly_random = self.sequential < (3 * self.samples) >> 2;
             if !(mostly_random && rate <= self.rate) && rate <= 20 << RATE_SHIFT {
                 let weight = (9 * self.sequential) / self.samples;
-                let weight = (u64::from(weight) * interval.nanos() / RATE_REF_INTERVAL.nanos()).min(8);
+                let weight =
+                    (u64::from(weight) * interval.nanos() / RATE_REF_INTERVAL.nanos()).min(8);
                 let divisor = 10 - weight;
                 self.rate = (self.rate * (divisor - 1) / divisor + rate / divisor).max(1);
                 self.updates += 1;

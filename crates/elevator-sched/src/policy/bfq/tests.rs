@@ -61,7 +61,11 @@ impl Disk {
 
     fn submit(&mut self, r: Request, now: Instant) {
         let start = self.busy_until.max(now);
-        let seek = if r.sector == self.head { Duration::ZERO } else { self.seek };
+        let seek = if r.sector == self.head {
+            Duration::ZERO
+        } else {
+            self.seek
+        };
         self.busy_until = start + seek + self.per_sector.mul(u64::from(r.sectors));
         self.head = r.end();
         self.in_flight.push_back((self.busy_until, r));
@@ -176,9 +180,13 @@ impl World {
             while disk.in_flight.front().is_some_and(|(t, _)| *t <= now) {
                 let (_, rq) = disk.in_flight.pop_front().expect("due");
                 bfq.complete(&rq, now);
-                let r = readers.iter_mut().find(|r| r.task == rq.task.0).expect("reader");
+                let r = readers
+                    .iter_mut()
+                    .find(|r| r.task == rq.task.0)
+                    .expect("reader");
                 r.sectors += u64::from(rq.sectors);
-                r.latencies.push(now.since(r.issued.take().expect("issued")));
+                r.latencies
+                    .push(now.since(r.issued.take().expect("issued")));
                 let mut pause = r.think;
                 if let Some((n, idle)) = r.burst {
                     r.in_burst += 1;
@@ -252,7 +260,12 @@ fn weights_share_bandwidth_on_a_disk_without_ncq() {
     let mut b = Reader::seq(2, 1 << 24);
     b.prio = IoPrio::be(5);
     let mut readers = [a, b];
-    run(&mut bfq, &mut Disk::hdd(), &mut readers, at(Duration::from_secs(20)));
+    run(
+        &mut bfq,
+        &mut Disk::hdd(),
+        &mut readers,
+        at(Duration::from_secs(20)),
+    );
     let ratio = readers[1].sectors as f64 / readers[0].sectors as f64;
     println!(
         "weights 10:30 -> {} : {} sectors, ratio {ratio:.3}",
@@ -308,10 +321,18 @@ fn budgets_follow_the_expiry_reason() {
 fn max_budget_is_tuned_from_the_peak_rate() {
     let mut bfq = Bfq::new(&Disk::hdd().limits);
     let mut readers = [Reader::seq(1, 0)];
-    run(&mut bfq, &mut Disk::hdd(), &mut readers, at(Duration::from_secs(10)));
+    run(
+        &mut bfq,
+        &mut Disk::hdd(),
+        &mut readers,
+        at(Duration::from_secs(10)),
+    );
     // 256 sectors per 1.28 ms: 200000 sectors/s, 25000 sectors per 125 ms.
     let rate = bfq.peak_rate();
-    println!("peak rate {rate:.0} sectors/s, max_budget {}", bfq.max_budget());
+    println!(
+        "peak rate {rate:.0} sectors/s, max_budget {}",
+        bfq.max_budget()
+    );
     assert!((rate / 200_000.0 - 1.0).abs() < 0.1, "{rate}");
     let expect = rate * 0.125;
     assert!((bfq.max_budget() as f64 / expect - 1.0).abs() < 0.05);
@@ -327,7 +348,12 @@ fn seeky_queues_are_charged_time_and_cannot_drag_throughput_down() {
     // sequential reader keeps most of the bandwidth.
     let mut bfq = Bfq::new(&Disk::hdd().limits);
     let mut readers = [Reader::seq(1, 0), Reader::random(2)];
-    run(&mut bfq, &mut Disk::hdd(), &mut readers, at(Duration::from_secs(20)));
+    run(
+        &mut bfq,
+        &mut Disk::hdd(),
+        &mut readers,
+        at(Duration::from_secs(20)),
+    );
     let (seq, rnd) = (readers[0].sectors, readers[1].sectors);
     println!("sequential {seq} sectors, random {rnd} sectors");
     assert!(seq > 20 * rnd, "seq {seq} rnd {rnd}");
@@ -343,7 +369,9 @@ fn idling_on_a_rotational_disk_but_not_for_seeky_queues_on_ncq_flash() {
     let mut bfq = Bfq::from_tunables(&t, &limits);
     bfq.insert(Request::read(1, 1, 0, 8), at(ms(1)));
     bfq.insert(Request::read(2, 2, 1 << 20, 8), at(ms(1)));
-    let Dispatch::Request(r) = bfq.dispatch(at(ms(1))) else { panic!() };
+    let Dispatch::Request(r) = bfq.dispatch(at(ms(1))) else {
+        panic!()
+    };
     let first = r.task;
     bfq.complete(&r, at(ms(2)));
     match bfq.dispatch(at(ms(2))) {
@@ -351,13 +379,20 @@ fn idling_on_a_rotational_disk_but_not_for_seeky_queues_on_ncq_flash() {
         other => panic!("expected idling, got {other:?}"),
     }
     // Nothing came: the queue expires and the other one is served.
-    let Dispatch::Request(r) = bfq.dispatch(at(ms(10))) else { panic!() };
+    let Dispatch::Request(r) = bfq.dispatch(at(ms(10))) else {
+        panic!()
+    };
     assert_ne!(r.task, first);
 
     // Seeky equal-weight queues on NCQ flash: no idling once NCQ is seen.
     let mut bfq = Bfq::new(&Disk::ssd().limits);
     let mut readers: Vec<Reader> = (1..=8).map(Reader::random).collect();
-    run(&mut bfq, &mut Disk::ssd(), &mut readers, at(Duration::from_secs(2)));
+    run(
+        &mut bfq,
+        &mut Disk::ssd(),
+        &mut readers,
+        at(Duration::from_secs(2)),
+    );
     assert_eq!(bfq.hw_tag(), Some(true));
     let q = bfq.sync_of[&TaskId(1)];
     assert!(bfq.q(q).seeky());
@@ -376,12 +411,21 @@ fn a_new_queue_is_raised_and_loses_it_after_enough_service() {
     // 300 ms periods inside the interactive one, as in the kernel.
     let q = bfq.sync_of[&TaskId(1)];
     let coeff = bfq.q(q).wr_coeff;
-    assert!(coeff == WR_COEFF || coeff == WR_COEFF * SOFTRT_WEIGHT_FACTOR, "{coeff}");
+    assert!(
+        coeff == WR_COEFF || coeff == WR_COEFF * SOFTRT_WEIGHT_FACTOR,
+        "{coeff}"
+    );
     let raised_at = bfq.q(q).last_wr_start_finish;
-    assert_eq!(bfq.wf.es[bfq.q(q).entity as usize].weight, 40 * u64::from(coeff));
+    assert_eq!(
+        bfq.wf.es[bfq.q(q).entity as usize].weight,
+        40 * u64::from(coeff)
+    );
     // Reading on greedily, it ends raising after 120000 sectors.
     w.run(&mut bfq, &mut readers, at(Duration::from_secs(3)));
-    println!("served {} sectors; raised since {raised_at:?}", readers[0].sectors);
+    println!(
+        "served {} sectors; raised since {raised_at:?}",
+        readers[0].sectors
+    );
     assert!(readers[0].sectors > MAX_SERVICE_FROM_WR);
     assert_eq!(bfq.wr_coeff(TaskId(1)), 1);
     assert_eq!(bfq.wf.es[bfq.q(q).entity as usize].weight, 40);
@@ -404,7 +448,11 @@ fn raising_expires_with_its_duration_and_restarts_after_long_idleness() {
     // arrivals 100 ms apart at 8 sectors qualify it as soft real-time.
     w.run(&mut bfq, &mut readers, at(dur + Duration::from_secs(1)));
     let q = bfq.sync_of[&TaskId(1)];
-    println!("after {dur}: wr_coeff {} soft_rt {}", bfq.q(q).wr_coeff, bfq.q(q).is_soft_rt());
+    println!(
+        "after {dur}: wr_coeff {} soft_rt {}",
+        bfq.q(q).wr_coeff,
+        bfq.q(q).is_soft_rt()
+    );
     assert_eq!(bfq.q(q).wr_coeff, WR_COEFF * SOFTRT_WEIGHT_FACTOR);
     assert!(bfq.q(q).is_soft_rt());
 
@@ -432,7 +480,9 @@ fn raising_expires_with_its_duration_and_restarts_after_long_idleness() {
 fn a_large_burst_of_new_queues_is_not_raised() {
     let limits = Disk::hdd().limits;
     let mut bfq = Bfq::new(&limits);
-    let mut readers: Vec<Reader> = (1..=10).map(|t| Reader::seq(t, u64::from(t) << 22)).collect();
+    let mut readers: Vec<Reader> = (1..=10)
+        .map(|t| Reader::seq(t, u64::from(t) << 22))
+        .collect();
     for (i, r) in readers.iter_mut().enumerate() {
         r.start = at(ms(10 * i as u64));
     }
@@ -450,13 +500,19 @@ fn an_interactive_task_gets_low_latency_against_sequential_readers() {
     let run_with = |low_latency: i64| {
         let t = TYPE.tunables([("low_latency", low_latency)]).unwrap();
         let mut bfq = Bfq::from_tunables(&t, &limits);
-        let mut readers: Vec<Reader> =
-            (1..=10).map(|t| Reader::seq(t, u64::from(t) << 24)).collect();
+        let mut readers: Vec<Reader> = (1..=10)
+            .map(|t| Reader::seq(t, u64::from(t) << 24))
+            .collect();
         let mut app = Reader::random(99);
         app.start = Instant::ZERO + Duration::from_secs(3);
         app.burst = Some((20, Duration::from_secs(3)));
         readers.push(app);
-        run(&mut bfq, &mut Disk::hdd(), &mut readers, at(Duration::from_secs(15)));
+        run(
+            &mut bfq,
+            &mut Disk::hdd(),
+            &mut readers,
+            at(Duration::from_secs(15)),
+        );
         let app = readers.last().expect("app");
         mean(&app.latencies)
     };
@@ -506,13 +562,19 @@ fn close_interleaved_readers_share_a_queue_and_split_when_seeky() {
     let mut x = 12345u64;
     for _ in 0..80 {
         for task in [1u32, 2] {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             id += 1;
             bfq.insert(Request::read(id, task, (x >> 20) % (1 << 28), 8), now);
         }
         drain(&mut bfq, &mut now);
     }
-    assert_ne!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)], "not split");
+    assert_ne!(
+        bfq.sync_of[&TaskId(1)],
+        bfq.sync_of[&TaskId(2)],
+        "not split"
+    );
     bfq.wf.debug_check();
 }
 
@@ -523,11 +585,18 @@ fn groups_share_by_weight() {
     bfq.set_group(GroupId(1), GroupId::ROOT, 100);
     bfq.set_group(GroupId(2), GroupId::ROOT, 300);
     // Two readers in group 1, one in group 2: the lone reader gets 3/4.
-    let mut readers: Vec<Reader> = (1..=3).map(|t| Reader::seq(t, u64::from(t) << 24)).collect();
+    let mut readers: Vec<Reader> = (1..=3)
+        .map(|t| Reader::seq(t, u64::from(t) << 24))
+        .collect();
     readers[0].group = GroupId(1);
     readers[1].group = GroupId(1);
     readers[2].group = GroupId(2);
-    run(&mut bfq, &mut Disk::hdd(), &mut readers, at(Duration::from_secs(20)));
+    run(
+        &mut bfq,
+        &mut Disk::hdd(),
+        &mut readers,
+        at(Duration::from_secs(20)),
+    );
     let total: u64 = readers.iter().map(|r| r.sectors).sum();
     let share = readers[2].sectors as f64 / total as f64;
     println!("group weights 100:300 -> share of group 2 {share:.3}");
@@ -543,7 +612,12 @@ fn the_idle_class_is_served_only_after_its_timeout() {
     let mut idle = Reader::seq(2, 1 << 24);
     idle.prio = IoPrio::idle();
     let mut readers = [be, idle];
-    run(&mut bfq, &mut Disk::hdd(), &mut readers, at(Duration::from_secs(5)));
+    run(
+        &mut bfq,
+        &mut Disk::hdd(),
+        &mut readers,
+        at(Duration::from_secs(5)),
+    );
     let (b, i) = (readers[0].sectors, readers[1].sectors);
     println!("best-effort {b} sectors, idle class {i} sectors");
     assert!(i > 0, "the idle class starved");
@@ -553,7 +627,9 @@ fn the_idle_class_is_served_only_after_its_timeout() {
 #[test]
 fn strict_guarantees_keeps_one_request_in_the_device() {
     let limits = Disk::ssd().limits;
-    let t = TYPE.tunables([("strict_guarantees", 1), ("slice_idle", 0)]).unwrap();
+    let t = TYPE
+        .tunables([("strict_guarantees", 1), ("slice_idle", 0)])
+        .unwrap();
     let mut bfq = Bfq::from_tunables(&t, &limits);
     assert_eq!(bfq.slice_idle, STRICT_MIN_SLICE_IDLE);
     for i in 0..4 {
@@ -563,3 +639,26 @@ fn strict_guarantees_keeps_one_request_in_the_device() {
     assert!(matches!(bfq.dispatch(at(ms(1))), Dispatch::Wait { .. }));
 }
 
+#[test]
+fn weights_share_bandwidth_on_ncq_flash() {
+    let mut bfq = Bfq::new(&Disk::ssd().limits);
+    let mut a = Reader::seq(1, 0);
+    a.prio = IoPrio::be(7);
+    let mut b = Reader::seq(2, 1 << 24);
+    b.prio = IoPrio::be(5);
+    let mut readers = [a, b];
+    run(
+        &mut bfq,
+        &mut Disk::ssd(),
+        &mut readers,
+        at(Duration::from_secs(10)),
+    );
+    let ratio = readers[1].sectors as f64 / readers[0].sectors as f64;
+    println!(
+        "ssd weights 10:30 -> {} : {} sectors, ratio {ratio:.3}, hw_tag {:?}",
+        readers[0].sectors,
+        readers[1].sectors,
+        bfq.hw_tag()
+    );
+    assert!((ratio / 3.0 - 1.0).abs() < 0.05, "ratio {ratio}");
+}

@@ -368,7 +368,12 @@ impl Wf2q {
     }
 
     /// A new leaf (queue) entity in group `parent`.
-    pub(super) fn new_queue_entity(&mut self, parent: SchedId, class: Class, weight: u64) -> EntityId {
+    pub(super) fn new_queue_entity(
+        &mut self,
+        parent: SchedId,
+        class: Class,
+        weight: u64,
+    ) -> EntityId {
         self.alloc(Entity::new(parent, class, weight, NIL))
     }
 
@@ -500,7 +505,11 @@ impl Wf2q {
             self.idle_extract(id);
             self.forget(id);
         }
-        assert_eq!(self.es[id as usize].place, Place::Off, "class change of a scheduled entity");
+        assert_eq!(
+            self.es[id as usize].place,
+            Place::Off,
+            "class change of a scheduled entity"
+        );
         self.es[id as usize].class = class;
     }
 
@@ -708,7 +717,8 @@ impl Wf2q {
     }
 
     /// End the in-service leaf's slot: requeue it (it stays backlogged) or
-    /// park it, then settle every group on the path.
+    /// park it, then settle every group on the path. The leaf keeps its
+    /// `service`.
     pub(super) fn expire(&mut self, leaf: EntityId, requeue: bool) {
         debug_assert_eq!(self.es[leaf as usize].place, Place::InService);
         let mut id = leaf;
@@ -733,7 +743,11 @@ impl Wf2q {
                 self.park(id);
                 self.sds[sd as usize].active_children -= 1;
             }
-            self.es[id as usize].service = 0;
+            // A leaf's service is the caller's to keep (a queue that may
+            // resume its budget) or clear; a group's restarts at zero.
+            if id != leaf {
+                self.es[id as usize].service = 0;
+            }
             if sd == ROOT {
                 return;
             }
@@ -749,7 +763,11 @@ impl Wf2q {
             self.idle_extract(g);
             self.forget(g);
         }
-        assert_eq!(self.es[g as usize].place, Place::Off, "reparenting an active group");
+        assert_eq!(
+            self.es[g as usize].place,
+            Place::Off,
+            "reparenting an active group"
+        );
         self.es[g as usize].parent = parent;
     }
 
@@ -772,7 +790,10 @@ impl Wf2q {
             }
         }
         for (s, sd) in self.sds.iter().enumerate() {
-            assert_eq!(sd.active_children, active[s], "active children of group {s}");
+            assert_eq!(
+                sd.active_children, active[s],
+                "active children of group {s}"
+            );
             for c in 0..3 {
                 let st = &sd.trees[c];
                 assert_eq!(st.wsum, wsum[s][c], "wsum of group {s} class {c}");
@@ -969,7 +990,9 @@ mod tests {
         let g1 = w.new_group(ROOT, 100);
         let g2 = w.new_group(ROOT, 300);
         // Three queues in g1, one in g2: g2's single queue still gets 3/4.
-        let qs1: Vec<_> = (0..3).map(|_| w.new_queue_entity(g1, Class::Be, 100)).collect();
+        let qs1: Vec<_> = (0..3)
+            .map(|_| w.new_queue_entity(g1, Class::Be, 100))
+            .collect();
         let q2 = w.new_queue_entity(g2, Class::Be, 100);
         for &q in qs1.iter().chain([q2].iter()) {
             w.es[q as usize].budget = 500;
