@@ -59,8 +59,8 @@ use crate::queue::MergeOutcome;
 use crate::stats::Ewma;
 use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables};
 use elevator_core::{
-    Duration, GroupId, Instant, IoClass, IoPrio, QueueLimits, Request, RequestId, Sector, TaskId,
-    IOPRIO_LEVELS,
+    Duration, GroupId, GroupTree, Instant, IoClass, IoPrio, QueueLimits, Request, RequestId,
+    Sector, TaskId, IOPRIO_LEVELS,
 };
 use peak::{rq_seeky, PeakRate, MIN_TT, RATE_SHIFT};
 use rustc_hash::FxHashMap;
@@ -553,6 +553,15 @@ impl Bfq {
                 }
                 self.groups[sd as usize].weight = weight;
                 self.wf.set_weight(g, u64::from(weight));
+            }
+        }
+    }
+
+    /// Configure every group of `tree` (parents come before children there).
+    pub fn set_groups(&mut self, tree: &GroupTree) {
+        for g in tree.iter() {
+            if let Some(parent) = g.parent {
+                self.set_group(g.id, parent, g.weight);
             }
         }
     }

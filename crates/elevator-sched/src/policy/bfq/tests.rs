@@ -662,3 +662,31 @@ fn weights_share_bandwidth_on_ncq_flash() {
     );
     assert!((ratio / 3.0 - 1.0).abs() < 0.05, "ratio {ratio}");
 }
+
+#[test]
+fn a_group_tree_configures_the_hierarchy() {
+    let mut tree = GroupTree::default();
+    let a = tree.add("a", GroupId::ROOT, 300, Default::default());
+    let b = tree.add("b", a, 50, Default::default());
+    let t = TYPE.tunables([("low_latency", 0)]).unwrap();
+    let mut bfq = Bfq::from_tunables(&t, &Disk::hdd().limits);
+    bfq.set_groups(&tree);
+    assert_eq!(bfq.group_weight(a), 300);
+    assert_eq!(bfq.group_weight(b), 50);
+    let (sa, sb) = (bfq.group_of[&a], bfq.group_of[&b]);
+    let eb = bfq.wf.sds[sb as usize].entity;
+    assert_eq!(bfq.wf.es[eb as usize].parent, sa);
+    // A reader in the nested group is scheduled through both levels.
+    let mut r = Reader::seq(1, 0);
+    r.group = b;
+    let mut readers = [r, Reader::seq(2, 1 << 24)];
+    run(
+        &mut bfq,
+        &mut Disk::hdd(),
+        &mut readers,
+        at(Duration::from_secs(5)),
+    );
+    let share = readers[0].sectors as f64 / (readers[0].sectors + readers[1].sectors) as f64;
+    println!("group a (300) vs root queue (40): share {share:.3}");
+    assert!((share / (300.0 / 340.0) - 1.0).abs() < 0.03, "{share}");
+}
