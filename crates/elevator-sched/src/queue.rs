@@ -17,6 +17,7 @@
 
 use elevator_core::{Op, Request, RequestId, Sector};
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
@@ -98,10 +99,32 @@ impl SortedQueue {
     pub fn remove(&mut self, id: RequestId) -> Option<Request> {
         let request = self.requests.remove(&id)?;
         self.by_sector.remove(&(request.sector, id));
-        if self.by_end.get(&request.end()) == Some(&id) {
-            self.by_end.remove(&request.end());
-        }
+        self.unindex_end(request.end(), id);
         Some(request)
+    }
+
+    /// Remove a queued request and tell which request follows it in sector
+    /// order (what `next_after` would have said), in one pass.
+    pub fn remove_with_next(&mut self, id: RequestId) -> Option<(Request, Option<RequestId>)> {
+        let request = self.requests.remove(&id)?;
+        let key = (request.sector, id);
+        self.by_sector.remove(&key);
+        let next = self
+            .by_sector
+            .range((Bound::Excluded(key), Bound::Unbounded))
+            .next()
+            .map(|(&(_, id), _)| id);
+        self.unindex_end(request.end(), id);
+        Some((request, next))
+    }
+
+    /// Forget that `id` ends at `end`, if the hash still says so.
+    fn unindex_end(&mut self, end: Sector, id: RequestId) {
+        if let Entry::Occupied(e) = self.by_end.entry(end) {
+            if *e.get() == id {
+                e.remove();
+            }
+        }
     }
 
     /// The queued request with the lowest start sector.
@@ -174,12 +197,12 @@ impl SortedQueue {
     /// Append `tail`'s sectors to queued request `id`.
     fn extend_back(&mut self, id: RequestId, tail: Request) {
         let r = self.requests.get_mut(&id).expect("queued");
-        if self.by_end.get(&r.end()) == Some(&id) {
-            self.by_end.remove(&r.end());
-        }
+        let old_end = r.end();
         r.sectors += tail.sectors;
         r.merged.extend(tail.ids());
-        self.by_end.insert(r.end(), id);
+        let new_end = r.end();
+        self.unindex_end(old_end, id);
+        self.by_end.insert(new_end, id);
     }
 
     /// Prepend `head`'s sectors to queued request `id` (re-keys it).
@@ -254,8 +277,6 @@ impl FifoQueue {
         self.len
     }
 
-    /// (Test-only until `lib.rs` exports `FifoQueue` to other policies.)
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -365,7 +386,6 @@ impl FifoQueue {
     }
 
     /// Queued requests, front first.
-    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = &Request> + '_ {
         self.slots.iter().flatten()
     }
