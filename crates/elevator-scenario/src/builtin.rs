@@ -15,6 +15,7 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "streaming-write-vs-reader",
     "group-read-limits",
     "group-read-unlimited",
+    "group-random-vs-sequential",
 ];
 
 /// Names and descriptions of the built-in scenarios.

@@ -2061,6 +2061,11 @@ impl Scheduler for Bfq {
         "bfq"
     }
 
+    fn set_groups(&mut self, groups: &GroupTree) {
+        // The inherent method: build the group hierarchy from the tree.
+        Bfq::set_groups(self, groups);
+    }
+
     fn insert(&mut self, request: Request, now: Instant) {
         self.now = now;
         let task = request.task;
