@@ -43,7 +43,7 @@ pub(crate) mod seek;
 
 use crate::completions::Completions;
 use crate::{Device, DeviceStats};
-use cache::{DirtySet, Segments};
+use cache::{DirtySet, Lookup, Segments};
 use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId, Sector, SECTOR_SIZE};
 use geometry::{Geometry, Place, ZoneSpec};
 use seek::SeekCurve;
@@ -95,6 +95,8 @@ struct Job {
     end: Sector,
     seq: u64,
     arrival: Instant,
+    /// Where `start` is on the platters (located once, at submission).
+    place: Place,
 }
 
 /// The head reading ahead into a segment while the drive is otherwise
@@ -163,17 +165,23 @@ impl Hdd {
     }
 
     fn bus(&self, sectors: u64) -> Duration {
-        Duration((sectors as f64 * self.bus_ns_per_sector).round() as u64)
+        // Non-negative, so adding a half and truncating rounds.
+        Duration((sectors as f64 * self.bus_ns_per_sector + 0.5) as u64)
     }
 
     fn seek_time(&self, cylinders: u32) -> Duration {
-        Duration((self.p.seek.time_ms(cylinders) * 1e6).round() as u64)
+        Duration((self.p.seek.time_ms(cylinders) * 1e6 + 0.5) as u64)
     }
 
     /// When the start of `lba` comes under the head if positioning from
     /// `head` starts at `ready`; also the target's place.
     fn reach(&self, head: Head, lba: Sector, ready: Instant, write: bool) -> (Instant, Place) {
         let place = self.geo.locate(lba);
+        (self.reach_place(head, place, ready, write), place)
+    }
+
+    /// [`Hdd::reach`] for a sector already located.
+    fn reach_place(&self, head: Head, place: Place, ready: Instant, write: bool) -> Instant {
         let mut t = ready;
         let moved = if place.cylinder != head.cylinder {
             t += self.seek_time(place.cylinder.abs_diff(head.cylinder));
@@ -187,8 +195,7 @@ impl Hdd {
         if write && moved {
             t += self.p.write_settle;
         }
-        t += self.geo.rotational_wait(place.angle_ns, t);
-        (t, place)
+        t + self.geo.rotational_wait(place.angle_ns, t)
     }
 
     /// Move the heads to `lba` (counting the seek) and return when its
@@ -247,9 +254,13 @@ impl Hdd {
         if pos > ra.origin {
             self.park_after(pos);
         }
-        if !running {
-            self.readahead = None;
-        }
+        self.readahead = running.then(|| ReadAhead {
+            // Restart the stream's clock at the next sector, so later
+            // questions about it span a segment, not the whole stream.
+            origin: pos,
+            origin_at: self.geo.run_start(ra.origin, pos - ra.origin, ra.origin_at),
+            ..ra
+        });
     }
 
     /// The heads at `t`, counting read-ahead, without changing state.
@@ -272,42 +283,39 @@ impl Hdd {
         }
     }
 
-    /// Whether a read of `start..end` at `t` is served without moving the
-    /// heads: from a segment, from dirty data, or by the running stream.
-    fn is_hit(&self, start: Sector, end: Sector) -> bool {
-        if self.segments.find_containing(start, end).is_some() || self.dirty.contains(start, end) {
-            return true;
-        }
-        match &self.readahead {
-            Some(ra) => {
-                let seg = self.segments.get(ra.segment);
-                seg.start <= start && start <= seg.end.max(ra.limit)
-            }
-            None => false,
-        }
+    /// Whether a read from `start` is served by the running read-ahead
+    /// stream, without moving the heads.
+    fn in_stream(&self, start: Sector) -> bool {
+        self.readahead.is_some_and(|ra| {
+            let seg = self.segments.get(ra.segment);
+            seg.start <= start && start <= seg.end.max(ra.limit)
+        })
     }
 
     /// Positioning time of `job` if started at `t` (the SPTF key).
-    fn positioning(&self, job: &Job, head: Head, t: Instant) -> Duration {
-        let (target, ready, write) = match job.op {
+    /// `destage` is where a blocked write's destaging would start. A read
+    /// of dirty data is keyed as a miss: the check would cost a search of
+    /// the dirty runs per candidate, and such reads are rare (they are
+    /// still served from the buffer).
+    fn positioning(&self, job: &Job, head: Head, t: Instant, destage: Option<Place>) -> Duration {
+        let (place, ready, write) = match job.op {
             Op::Flush => return Duration::ZERO,
             Op::Read => {
-                if self.is_hit(job.start, job.end) {
-                    return Duration::ZERO;
-                }
-                let from = self
-                    .segments
-                    .find_start(job.start)
-                    .map_or(job.start, |i| self.segments.get(i).end);
-                (from, t + self.p.read_miss_overhead, false)
+                let place = match self.segments.lookup(job.start, job.end) {
+                    Lookup::Whole(_) => return Duration::ZERO,
+                    _ if self.in_stream(job.start) => return Duration::ZERO,
+                    Lookup::Front(i) => self.geo.locate(self.segments.get(i).end),
+                    Lookup::None => job.place,
+                };
+                (place, t + self.p.read_miss_overhead, false)
             }
-            Op::Write if self.p.write_cache => match self.dirty.peek_next(head.lba) {
-                Some(lba) => (lba, t, true),
+            Op::Write if self.p.write_cache => match destage {
+                Some(place) => (place, t, true),
                 None => return Duration::ZERO,
             },
-            Op::Write => (job.start, t + self.p.write_overhead, true),
+            Op::Write => (job.place, t + self.p.write_overhead, true),
         };
-        self.reach(head, target, ready, write).0.since(t)
+        self.reach_place(head, place, ready, write).since(t)
     }
 
     /// Which queued command the drive serves next, at `t`.
@@ -337,12 +345,13 @@ impl Hdd {
             return oldest;
         }
         let head = self.head_at(t);
+        let destage = self.dirty.peek_next(head.lba).map(|l| self.geo.locate(l));
         let mut best = (Duration::MAX, u64::MAX, oldest);
         for (i, j) in self.pending.iter().enumerate() {
             if j.op == Op::Flush || j.seq > barrier {
                 continue;
             }
-            let key = (self.positioning(j, head, t), j.seq, i);
+            let key = (self.positioning(j, head, t, destage), j.seq, i);
             if key < best {
                 best = key;
             }
@@ -389,7 +398,8 @@ impl Hdd {
                 return hit_end.max(media_end + self.bus(1));
             }
         }
-        if let Some(i) = self.segments.find_containing(job.start, job.end) {
+        let lookup = self.segments.lookup(job.start, job.end);
+        if let Lookup::Whole(i) = lookup {
             self.segments.touch(i);
             return hit_end;
         }
@@ -399,12 +409,12 @@ impl Hdd {
         // A miss: the heads leave the stream. A segment holding the front
         // of the request is continued, otherwise the oldest is reused.
         self.readahead = None;
-        let (segment, seg_start, from) = match self.segments.find_start(job.start) {
-            Some(i) => {
+        let (segment, seg_start, from) = match lookup {
+            Lookup::Front(i) => {
                 let s = *self.segments.get(i);
                 (i, s.start, s.end)
             }
-            None => (self.segments.take_lru(), job.start, job.start),
+            _ => (self.segments.take_lru(), job.start, job.start),
         };
         let ready = t + self.p.read_miss_overhead;
         let arrive = self.position(from, ready, false);
@@ -537,6 +547,7 @@ impl Device for Hdd {
             end,
             seq: self.next_seq,
             arrival: now,
+            place: self.geo.locate(start),
         };
         self.next_seq += 1;
         let len = end - start;
