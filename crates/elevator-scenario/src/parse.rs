@@ -3,7 +3,9 @@
 use crate::error::{key_on_line, line_of, ScenarioError};
 use crate::result::{Metric, Reduce, ResultSpec};
 use crate::units::{parse_duration, parse_size};
-use elevator_core::{Duration, GroupId, GroupTree, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE};
+use elevator_core::{
+    Duration, GroupId, GroupTree, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
+};
 use elevator_workload::Pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -65,6 +67,7 @@ struct RawResult {
     unit: String,
     metric: S<String>,
     job: Option<S<String>>,
+    group: Option<S<String>>,
     reduce: Option<S<String>>,
 }
 
@@ -253,11 +256,19 @@ impl Scenario {
             None => None,
             Some(sw) => {
                 if !jobs.iter().any(|j| &j.name == sw.job.get_ref()) {
-                    return Err(cx.at(&sw.job, "sweep.job", format!("no job named {:?}", sw.job.get_ref())));
+                    return Err(cx.at(
+                        &sw.job,
+                        "sweep.job",
+                        format!("no job named {:?}", sw.job.get_ref()),
+                    ));
                 }
                 let counts = sw.count.get_ref();
                 if counts.is_empty() || counts.iter().any(|&c| !(1..=4096).contains(&c)) {
-                    return Err(cx.at(&sw.count, "sweep.count", "a list of instance counts, each 1..=4096"));
+                    return Err(cx.at(
+                        &sw.count,
+                        "sweep.count",
+                        "a list of instance counts, each 1..=4096",
+                    ));
                 }
                 Some(Sweep {
                     job: sw.job.get_ref().clone(),
@@ -274,7 +285,7 @@ impl Scenario {
             ));
         }
 
-        let result = ResultSpec::parse(&cx_result(&cx, &raw.result)?, &jobs)
+        let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &jobs)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
 
         Ok(Scenario {
@@ -307,10 +318,15 @@ pub(crate) struct RawResultChecked {
     pub unit: String,
     pub metric: Metric,
     pub job: Option<String>,
+    pub group: Option<String>,
     pub reduce: Option<Reduce>,
 }
 
-fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioError> {
+fn cx_result(
+    cx: &Ctx<'_>,
+    r: &RawResult,
+    groups: &GroupTree,
+) -> Result<RawResultChecked, ScenarioError> {
     let metric = r
         .metric
         .get_ref()
@@ -329,11 +345,24 @@ fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioEr
             return Err(cx.at(j, "result.job", "empty job name"));
         }
     }
+    if let Some(g) = &r.group {
+        if r.job.is_some() {
+            return Err(cx.at(g, "result.group", "name a job or a group, not both"));
+        }
+        if groups.find(g.get_ref()).is_none() {
+            return Err(cx.at(
+                g,
+                "result.group",
+                format!("no group named {:?}", g.get_ref()),
+            ));
+        }
+    }
     Ok(RawResultChecked {
         name: r.name.clone(),
         unit: r.unit.clone(),
         metric,
         job: r.job.as_ref().map(|j| j.get_ref().clone()),
+        group: r.group.as_ref().map(|g| g.get_ref().clone()),
         reduce,
     })
 }
@@ -344,12 +373,20 @@ fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError
     for g in raw {
         let name = g.name.get_ref();
         if name.is_empty() || name.contains(char::is_whitespace) || tree.find(name).is_some() {
-            return Err(cx.at(&g.name, "group.name", format!("{name:?}: a group name is one word, unique, and not \"root\"")));
+            return Err(cx.at(
+                &g.name,
+                "group.name",
+                format!("{name:?}: a group name is one word, unique, and not \"root\""),
+            ));
         }
         let parent = match &g.parent {
             None => GroupId::ROOT,
             Some(p) => tree.find(p.get_ref()).ok_or_else(|| {
-                cx.at(p, "group.parent", format!("no group {:?} declared above this one", p.get_ref()))
+                cx.at(
+                    p,
+                    "group.parent",
+                    format!("no group {:?} declared above this one", p.get_ref()),
+                )
             })?,
         };
         let weight = match &g.weight {
@@ -493,9 +530,9 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
         background,
         group: match &j.group {
             None => GroupId::ROOT,
-            Some(g) => groups
-                .find(g.get_ref())
-                .ok_or_else(|| cx.at(g, "job.group", format!("no group named {:?}", g.get_ref())))?,
+            Some(g) => groups.find(g.get_ref()).ok_or_else(|| {
+                cx.at(g, "job.group", format!("no group named {:?}", g.get_ref()))
+            })?,
         },
     })
 }

@@ -138,7 +138,9 @@ pub fn run_one(
     } else {
         Vec::new()
     };
-    let value = scenario.result.evaluate(&jobs, &measured, summary.end);
+    let value = scenario
+        .result
+        .evaluate(&jobs, &measured, &groups, summary.end);
     let end_s = summary.end.as_secs_f64();
     let busy_s = summary.device.busy_ns as f64 / 1e9;
     let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
@@ -185,7 +187,6 @@ fn group_reports(
     end: Instant,
 ) -> Vec<GroupReport> {
     let total_disk: f64 = stats.iter().map(|s| s.disk_time.as_secs_f64()).sum();
-    let end_s = end.as_secs_f64();
     scenario
         .groups
         .iter()
@@ -212,7 +213,19 @@ fn group_reports(
             let bytes: u64 = mine.iter().map(|s| s.bytes()).sum();
             let ios: u64 = mine.iter().map(|s| s.ios).sum();
             let disk: f64 = mine.iter().map(|s| s.disk_time.as_secs_f64()).sum();
-            let per_s = |x: f64| if end_s > 0.0 { x / end_s } else { 0.0 };
+            // Rates over the group's active span: first start to last end.
+            let from = mine
+                .iter()
+                .filter_map(|s| s.started)
+                .min()
+                .unwrap_or(Instant::ZERO);
+            let to = mine
+                .iter()
+                .map(|s| s.finished.unwrap_or(end))
+                .max()
+                .unwrap_or(end);
+            let span = to.since(from).as_secs_f64();
+            let per_s = |x: f64| if span > 0.0 { x / span } else { 0.0 };
             GroupReport {
                 name: g.name.clone(),
                 weight: g.weight,
@@ -224,7 +237,11 @@ fn group_reports(
                 lat_mean_ms: latency.mean().as_millis_f64(),
                 lat_max_ms: latency.max().as_millis_f64(),
                 disk_time_s: disk,
-                disk_share: if total_disk > 0.0 { disk / total_disk } else { 0.0 },
+                disk_share: if total_disk > 0.0 {
+                    disk / total_disk
+                } else {
+                    0.0
+                },
             }
         })
         .collect()
