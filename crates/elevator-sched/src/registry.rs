@@ -131,7 +131,11 @@ impl SchedulerType {
 
 /// Every policy, in the order of the lineage.
 pub fn registry() -> &'static [SchedulerType] {
-    &[policy::noop::TYPE, policy::deadline::TYPE]
+    &[
+        policy::noop::TYPE,
+        policy::deadline::TYPE,
+        policy::anticipatory::TYPE,
+    ]
 }
 
 /// Look a policy up by name or alias.
