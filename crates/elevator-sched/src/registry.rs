@@ -76,7 +76,11 @@ pub enum TunableError {
 impl fmt::Display for TunableError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TunableError::Unknown { policy, name, known } => write!(
+            TunableError::Unknown {
+                policy,
+                name,
+                known,
+            } => write!(
                 f,
                 "{policy} has no tunable {name:?} (it has: {})",
                 known.join(", ")
@@ -85,7 +89,10 @@ impl fmt::Display for TunableError {
                 policy,
                 name,
                 value,
-            } => write!(f, "{policy} tunable {name} must not be negative, got {value}"),
+            } => write!(
+                f,
+                "{policy} tunable {name} must not be negative, got {value}"
+            ),
         }
     }
 }
@@ -133,6 +140,7 @@ impl SchedulerType {
 pub fn registry() -> &'static [SchedulerType] {
     &[
         policy::noop::TYPE,
+        policy::linus24::TYPE,
         policy::deadline::TYPE,
         policy::anticipatory::TYPE,
     ]

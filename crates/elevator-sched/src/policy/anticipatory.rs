@@ -230,7 +230,11 @@ impl SeekMean {
     fn add(&mut self, distance: Sector) {
         // An odd page-in far away should not wreck the mean: clamp to four
         // times the mean plus 1 GiB while young, plus 64 MiB once settled.
-        let slack = if self.samples <= 60 { 2 * 1024 * 1024 } else { 2 * 1024 * 64 };
+        let slack = if self.samples <= 60 {
+            2 * 1024 * 1024
+        } else {
+            2 * 1024 * 64
+        };
         let distance = distance.min(self.mean.saturating_mul(4).saturating_add(slack));
         self.samples = (7 * self.samples + 256) / 8;
         self.total = (7 * self.total + 256 * distance) / 8;
@@ -448,7 +452,12 @@ impl Anticipatory {
 
     /// The better of two requests of direction `dir` for a head at
     /// `last_sector[dir]` (kernel `as_choose_req`).
-    fn choose_req(&self, dir: usize, a: Option<RequestId>, b: Option<RequestId>) -> Option<RequestId> {
+    fn choose_req(
+        &self,
+        dir: usize,
+        a: Option<RequestId>,
+        b: Option<RequestId>,
+    ) -> Option<RequestId> {
         let (a, b) = match (a, b) {
             (None, b) => return b,
             (a, None) => return a,
@@ -503,7 +512,10 @@ impl Anticipatory {
         if aic.io_running || aic.io_started {
             let mut thinktime = 0;
             if aic.io_running && aic.nr_queued == 0 {
-                thinktime = now.since(aic.last_end_request).min(MAX_THINKTIME - JIFFY).nanos();
+                thinktime = now
+                    .since(aic.last_end_request)
+                    .min(MAX_THINKTIME - JIFFY)
+                    .nanos();
             }
             if aic.ttime.samples() == 0 {
                 let est = &mut self.est;
@@ -553,7 +565,11 @@ impl Anticipatory {
         if self.antic_status == AnticStatus::WaitNext && now >= self.antic_deadline() {
             self.antic_status = AnticStatus::Finished;
             let task = self.antic_task.expect("anticipating a task");
-            if self.tasks.get(&task).is_some_and(|t| t.ttime.samples() == 0) {
+            if self
+                .tasks
+                .get(&task)
+                .is_some_and(|t| t.ttime.samples() == 0)
+            {
                 // A newcomer that did not come back in time.
                 self.est.exit_prob = (7 * self.est.exit_prob + 256) / 8;
             }
@@ -561,7 +577,10 @@ impl Anticipatory {
     }
 
     fn antic_stop(&mut self) {
-        if matches!(self.antic_status, AnticStatus::WaitReq | AnticStatus::WaitNext) {
+        if matches!(
+            self.antic_status,
+            AnticStatus::WaitReq | AnticStatus::WaitNext
+        ) {
             self.antic_status = AnticStatus::Finished;
         }
     }
@@ -580,7 +599,9 @@ impl Anticipatory {
     fn antic_wait_answer(&self) -> Dispatch {
         match self.antic_status {
             // The timer starts when the awaited request completes.
-            AnticStatus::WaitReq => Dispatch::Wait { until: Instant::NEVER },
+            AnticStatus::WaitReq => Dispatch::Wait {
+                until: Instant::NEVER,
+            },
             AnticStatus::WaitNext => Dispatch::Wait {
                 until: self.antic_deadline(),
             },
@@ -738,7 +759,10 @@ impl Anticipatory {
         d.fifo.remove(&(deadline, id));
         let request = d.sorted.remove(id).expect("queued");
         debug_assert_eq!(owner, task);
-        let aic = self.tasks.get_mut(&task).expect("queued request's task is known");
+        let aic = self
+            .tasks
+            .get_mut(&task)
+            .expect("queued request's task is known");
         aic.nr_queued -= 1;
         aic.in_flight += 1;
         self.nr_dispatched += 1;
@@ -765,7 +789,10 @@ impl Anticipatory {
             };
         }
         self.update_iohist(rq.task, &rq, now);
-        self.tasks.get_mut(&rq.task).expect("just inserted").nr_queued += 1;
+        self.tasks
+            .get_mut(&rq.task)
+            .expect("just inserted")
+            .nr_queued += 1;
 
         let id = request.id;
         let deadline = now + self.fifo_expire[dir];
@@ -775,8 +802,10 @@ impl Anticipatory {
         d.sorted.insert(request);
 
         self.next_rq[dir] = self.choose_req(dir, Some(id), self.next_rq[dir]);
-        if matches!(self.antic_status, AnticStatus::WaitReq | AnticStatus::WaitNext)
-            && self.can_break_anticipation(Some(&rq), now)
+        if matches!(
+            self.antic_status,
+            AnticStatus::WaitReq | AnticStatus::WaitNext
+        ) && self.can_break_anticipation(Some(&rq), now)
         {
             self.antic_stop();
         }
@@ -839,14 +868,19 @@ impl Scheduler for Anticipatory {
         if !(reads || writes) {
             return Dispatch::Empty;
         }
-        if matches!(self.antic_status, AnticStatus::WaitReq | AnticStatus::WaitNext) {
+        if matches!(
+            self.antic_status,
+            AnticStatus::WaitReq | AnticStatus::WaitNext
+        ) {
             return self.antic_wait_answer();
         }
         if self.changed_batch {
             // The old batch is still on the device; its last completion
             // starts the new one.
             debug_assert!(self.nr_dispatched > 0);
-            return Dispatch::Wait { until: Instant::NEVER };
+            return Dispatch::Wait {
+                until: Instant::NEVER,
+            };
         }
 
         let mut chosen = None;
@@ -903,7 +937,9 @@ impl Scheduler for Anticipatory {
         if self.changed_batch {
             debug_assert!(!self.new_batch);
             if self.nr_dispatched > 0 {
-                return Dispatch::Wait { until: Instant::NEVER };
+                return Dispatch::Wait {
+                    until: Instant::NEVER,
+                };
             }
             if dir == ASYNC {
                 self.current_batch_expires = now + self.batch_expire[ASYNC];
@@ -1144,10 +1180,19 @@ mod tests {
     fn choose_req_prefers_reachable_and_wraps_to_the_lowest() {
         let mut s = new_as();
         s.last_sector[SYNC] = 10 * MAXBACK;
-        for (id, sector) in [(1, 10), (2, 20), (3, 10 * MAXBACK - 5), (4, 10 * MAXBACK + 7)] {
+        for (id, sector) in [
+            (1, 10),
+            (2, 20),
+            (3, 10 * MAXBACK - 5),
+            (4, 10 * MAXBACK + 7),
+        ] {
             s.dirs[SYNC].sorted.insert(Request::read(id, 1, sector, 8));
         }
-        let c = |s: &Anticipatory, a, b| s.choose_req(SYNC, Some(RequestId(a)), Some(RequestId(b))).unwrap().0;
+        let c = |s: &Anticipatory, a, b| {
+            s.choose_req(SYNC, Some(RequestId(a)), Some(RequestId(b)))
+                .unwrap()
+                .0
+        };
         // Both far behind: the lower sector.
         assert_eq!(c(&s, 2, 1), 1);
         // Reachable beats wrapped.
@@ -1167,8 +1212,14 @@ mod tests {
         let mut reads = 0;
         while now < 2000 {
             for task in [1u32, 2] {
-                if s.tasks.get(&TaskId(task)).map_or(true, |t| t.nr_queued == 0) {
-                    s.insert(Request::read(id, task, u64::from(task) * 10_000_000 + id * 8, 8), at(now));
+                if s.tasks
+                    .get(&TaskId(task))
+                    .map_or(true, |t| t.nr_queued == 0)
+                {
+                    s.insert(
+                        Request::read(id, task, u64::from(task) * 10_000_000 + id * 8, 8),
+                        at(now),
+                    );
                     id += 1;
                 }
             }

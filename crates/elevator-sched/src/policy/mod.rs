@@ -2,4 +2,5 @@
 
 pub mod anticipatory;
 pub mod deadline;
+pub mod linus24;
 pub mod noop;

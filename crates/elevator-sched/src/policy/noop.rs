@@ -12,8 +12,8 @@
 //! Starvation bound: none beyond FIFO order, so a request waits at most for
 //! the requests queued before it: `max_queued × service`.
 
-use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunables};
 use crate::queue::MergeOutcome;
+use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunables};
 use elevator_core::{Duration, Instant, QueueLimits, Request, RequestId};
 use std::collections::VecDeque;
 
