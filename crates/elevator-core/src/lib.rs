@@ -5,12 +5,14 @@
 //! (the simulator or the io_uring runtime), and randomness comes from a
 //! [`Prng`] seeded by the scenario.
 
+mod group;
 mod ioprio;
 mod limits;
 mod prng;
 mod request;
 mod time;
 
+pub use group::{Group, GroupTree, IoMax, IoMaxError, DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use ioprio::{IoClass, IoPrio, IoPrioError, IOPRIO_LEVELS};
 pub use limits::QueueLimits;
 pub use prng::Prng;

@@ -1,1 +1,24 @@
+//! Scenarios: what runs, on which device, measured how.
+//!
+//! A scenario is a TOML file (see `docs/scenarios.md`): a name, a
+//! description, the default device and policies, the headline result, the
+//! published figures to print beside ours, tunable overrides, block-layer
+//! settings and the jobs. [`Scenario::parse`] validates everything up front
+//! and reports the first problem with the file, line and key; running a
+//! valid scenario cannot fail on its input.
+//!
+//! Built-in scenarios live in the repository's `scenarios/` folder and are
+//! compiled into the binary.
 
+mod builtin;
+mod error;
+mod parse;
+mod result;
+mod run;
+mod units;
+
+pub use builtin::{builtin, builtins};
+pub use error::ScenarioError;
+pub use parse::{JobTemplate, Scenario};
+pub use run::{run, run_one, RunOptions};
+pub use units::{parse_duration, parse_size};

@@ -181,6 +181,7 @@ impl Engine {
             submitted: &mut self.submitted,
             timers: &mut self.armed,
             exited: &mut self.exited,
+            tag: 0,
         };
         f(workload, &mut io);
         for (at, token) in self.armed.drain(..) {

@@ -40,6 +40,8 @@ pub struct Io<'a> {
     pub(crate) submitted: &'a mut Vec<Request>,
     pub(crate) timers: &'a mut Vec<(Instant, u64)>,
     pub(crate) exited: &'a mut Vec<TaskId>,
+    /// Or-ed into every timer token armed (see [`Io::tag_timers`]).
+    pub(crate) tag: u64,
 }
 
 impl Io<'_> {
@@ -68,7 +70,17 @@ impl Io<'_> {
 
     /// Call [`Workload::wake`] with `token` at `at` (now, if `at` has passed).
     pub fn wake_at(&mut self, at: Instant, token: u64) {
-        self.timers.push((at.max(self.now), token));
+        self.timers.push((at.max(self.now), token | self.tag));
+    }
+
+    /// Run `f` with `tag` or-ed into the tokens of the timers it arms, so a
+    /// workload made of parts can route each wake-up to its part.
+    pub fn tag_timers<R>(&mut self, tag: u64, f: impl FnOnce(&mut Io<'_>) -> R) -> R {
+        let outer = self.tag;
+        self.tag = outer | tag;
+        let r = f(self);
+        self.tag = outer;
+        r
     }
 
     /// `task` will issue no more I/O.

@@ -5,12 +5,19 @@
 //! core still back-merges a new request into a queued one that ends where it
 //! starts; noop has no sort tree, so it does no front merges.
 //!
-//! Invariants: requests leave in insertion order (a merged request keeps the
-//! survivor's place); the FIFO holds exactly the queued ids plus ids already
-//! absorbed by merges, which dispatch skips.
+//! Invariants: requests leave in insertion order. A merged request leaves at
+//! the earliest FIFO place of the requests in it: when a back merge closes
+//! a gap and the survivor swallows a queued neighbour that was inserted
+//! before it, the survivor takes the neighbour's place. (The legacy kernel
+//! noop keeps the survivor's own place, so an old request swallowed by a
+//! newer one rides to the back of the queue and can wait behind every
+//! request inserted after it; the kernel's deadline moves the survivor to
+//! the earlier FIFO place, and so do we here.) The FIFO holds every queued
+//! id at its place, plus stale entries (ids already dispatched or absorbed)
+//! that dispatch skips.
 //!
-//! Starvation bound: none beyond FIFO order, so a request waits at most for
-//! the requests queued before it: `max_queued × service`.
+//! Starvation bound: FIFO order, so a request waits at most for the request
+//! in service and those queued before it: `(max_queued + 1) × service`.
 
 use crate::queue::MergeOutcome;
 use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunables};
@@ -47,6 +54,19 @@ impl Noop {
         }
     }
 
+    /// `survivor` swallowed the queued request `gone`: it leaves at whichever
+    /// of their two FIFO places comes first. Its other entry goes stale.
+    /// Costs a scan of the FIFO up to that place, on gap-closing merges only.
+    fn take_earlier_place(&mut self, survivor: RequestId, gone: RequestId) {
+        let first = self
+            .fifo
+            .iter()
+            .position(|&id| id == survivor || id == gone);
+        if let Some(slot) = first {
+            self.fifo[slot] = survivor;
+        }
+    }
+
     /// Build from resolved tunables (noop has none).
     pub fn from_tunables(_: &Tunables, limits: &QueueLimits) -> Self {
         Noop::new(limits)
@@ -59,9 +79,16 @@ impl Scheduler for Noop {
     }
 
     fn insert(&mut self, request: Request, _now: Instant) {
-        if let MergeOutcome::None(request) = self.queue.merge(request, &self.rule) {
-            self.fifo.push_back(request.id);
-            self.queue.insert(request);
+        match self.queue.merge(request, &self.rule) {
+            MergeOutcome::None(request) => {
+                self.fifo.push_back(request.id);
+                self.queue.insert(request);
+            }
+            MergeOutcome::Merged {
+                survivor,
+                absorbed_queued: Some(gone),
+            } => self.take_earlier_place(survivor, gone),
+            MergeOutcome::Merged { .. } => {}
         }
     }
 
@@ -82,5 +109,55 @@ impl Scheduler for Noop {
 
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
         Some(service.mul(max_queued as u64 + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(s: &mut Noop) -> Vec<Vec<u64>> {
+        let mut out = Vec::new();
+        while let Dispatch::Request(r) = s.dispatch(Instant::ZERO) {
+            let mut ids: Vec<u64> = r.ids().map(|id| id.0).collect();
+            ids.sort();
+            out.push(ids);
+        }
+        out
+    }
+
+    #[test]
+    fn first_in_first_out_with_back_merges() {
+        let mut s = Noop::new(&QueueLimits::default());
+        s.insert(Request::read(1, 1, 500, 8), Instant::ZERO);
+        s.insert(Request::read(2, 2, 100, 8), Instant::ZERO);
+        s.insert(Request::read(3, 1, 508, 8), Instant::ZERO);
+        // No front merges: 4 ends where 2 starts but stays on its own.
+        s.insert(Request::read(4, 2, 92, 8), Instant::ZERO);
+        assert_eq!(s.queued(), 3);
+        assert_eq!(drain(&mut s), vec![vec![1, 3], vec![2], vec![4]]);
+        assert_eq!(s.dispatch(Instant::ZERO), Dispatch::Empty);
+    }
+
+    #[test]
+    fn a_swallowed_older_request_keeps_its_place() {
+        let mut s = Noop::new(&QueueLimits::default());
+        s.insert(Request::read(1, 1, 100, 8), Instant::ZERO);
+        s.insert(Request::read(2, 2, 5000, 8), Instant::ZERO);
+        s.insert(Request::read(3, 1, 84, 8), Instant::ZERO);
+        // Fills [92, 100): back merge into 3, then 3 swallows 1, which was
+        // inserted before 2, so the merged request goes before 2.
+        s.insert(Request::read(4, 1, 92, 8), Instant::ZERO);
+        assert_eq!(drain(&mut s), vec![vec![1, 3, 4], vec![2]]);
+    }
+
+    #[test]
+    fn a_swallowed_newer_request_moves_up() {
+        let mut s = Noop::new(&QueueLimits::default());
+        s.insert(Request::read(1, 1, 84, 8), Instant::ZERO);
+        s.insert(Request::read(2, 2, 5000, 8), Instant::ZERO);
+        s.insert(Request::read(3, 1, 100, 8), Instant::ZERO);
+        s.insert(Request::read(4, 1, 92, 8), Instant::ZERO);
+        assert_eq!(drain(&mut s), vec![vec![1, 3, 4], vec![2]]);
     }
 }

@@ -1,0 +1,240 @@
+//! Control groups: a tree of named groups with a proportional weight and
+//! optional absolute limits, in the cgroup v2 style.
+//!
+//! `io.weight` is 1..=10000 in cgroup v2 with default 100; BFQ's
+//! `io.bfq.weight` and this project use 1..=1000, default 100 (the 2009
+//! controllers' range). `io.max` limits are bytes or I/Os per second per
+//! direction, written `rbps=N wbps=N riops=N wiops=N` in any order and
+//! subset, `max` meaning no limit (Documentation/admin-guide/cgroup-v2.rst).
+//!
+//! Invariant: the root group is `GroupId::ROOT` and has no parent; every
+//! other group's parent exists and appears before it.
+
+use crate::GroupId;
+use std::fmt;
+use std::str::FromStr;
+
+/// Default weight of a group (cgroup v2 `io.weight`, BFQ `io.bfq.weight`).
+pub const DEFAULT_WEIGHT: u32 = 100;
+/// Weights run 1..=1000 (BFQ's `io.bfq.weight` range).
+pub const MAX_WEIGHT: u32 = 1000;
+
+/// `io.max`: per-direction limits, `None` for `max`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoMax {
+    pub rbps: Option<u64>,
+    pub wbps: Option<u64>,
+    pub riops: Option<u64>,
+    pub wiops: Option<u64>,
+}
+
+impl IoMax {
+    pub fn is_unlimited(&self) -> bool {
+        *self == IoMax::default()
+    }
+}
+
+/// Error in an `io.max` string; names the offending field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoMaxError {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for IoMaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "io.max field {:?}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for IoMaxError {}
+
+/// Parses `rbps=10485760 wbps=max riops=100` (values: an integer, an
+/// integer with a binary suffix k/m/g for bps, or `max`).
+impl FromStr for IoMax {
+    type Err = IoMaxError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = IoMax::default();
+        let mut seen = Vec::new();
+        for field in s.split_whitespace() {
+            let err = |message: &str| IoMaxError {
+                field: field.to_string(),
+                message: message.to_string(),
+            };
+            let (key, value) = field.split_once('=').ok_or_else(|| {
+                err("expected KEY=VALUE with KEY one of rbps, wbps, riops, wiops")
+            })?;
+            if seen.contains(&key) {
+                return Err(err("given twice"));
+            }
+            seen.push(key);
+            let parsed = if value == "max" {
+                None
+            } else {
+                let (digits, scale) =
+                    match value.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+                        None => (value, 1),
+                        Some((i, _)) => {
+                            let scale = match &value[i..] {
+                                "k" | "K" => 1 << 10,
+                                "m" | "M" => 1 << 20,
+                                "g" | "G" => 1 << 30,
+                                _ => return Err(err(
+                                    "value must be an integer (k, m, g suffixes allowed) or max",
+                                )),
+                            };
+                            (&value[..i], scale)
+                        }
+                    };
+                let n: u64 = digits.parse().map_err(|_| {
+                    err("value must be an integer (k, m, g suffixes allowed) or max")
+                })?;
+                if n == 0 {
+                    return Err(err(
+                        "a limit of 0 would stop all I/O; use a positive value or max",
+                    ));
+                }
+                Some(n.checked_mul(scale).ok_or_else(|| err("value too large"))?)
+            };
+            match key {
+                "rbps" => out.rbps = parsed,
+                "wbps" => out.wbps = parsed,
+                "riops" => out.riops = parsed,
+                "wiops" => out.wiops = parsed,
+                _ => return Err(err("unknown key (rbps, wbps, riops, wiops)")),
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for IoMax {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = |x: Option<u64>| x.map_or("max".to_string(), |n| n.to_string());
+        write!(
+            f,
+            "rbps={} wbps={} riops={} wiops={}",
+            v(self.rbps),
+            v(self.wbps),
+            v(self.riops),
+            v(self.wiops)
+        )
+    }
+}
+
+/// One group of the tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    pub id: GroupId,
+    pub name: String,
+    pub parent: Option<GroupId>,
+    pub weight: u32,
+    pub max: IoMax,
+}
+
+/// The tree of groups of a run; index = `GroupId.0`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupTree {
+    groups: Vec<Group>,
+}
+
+impl Default for GroupTree {
+    fn default() -> Self {
+        GroupTree {
+            groups: vec![Group {
+                id: GroupId::ROOT,
+                name: "root".into(),
+                parent: None,
+                weight: DEFAULT_WEIGHT,
+                max: IoMax::default(),
+            }],
+        }
+    }
+}
+
+impl GroupTree {
+    /// Add a group under `parent`; returns its id.
+    pub fn add(&mut self, name: &str, parent: GroupId, weight: u32, max: IoMax) -> GroupId {
+        assert!((parent.0 as usize) < self.groups.len(), "parent must exist");
+        let id = GroupId(self.groups.len() as u32);
+        self.groups.push(Group {
+            id,
+            name: name.to_string(),
+            parent: Some(parent),
+            weight: weight.clamp(1, MAX_WEIGHT),
+            max,
+        });
+        id
+    }
+
+    pub fn get(&self, id: GroupId) -> &Group {
+        &self.groups[id.0 as usize]
+    }
+
+    pub fn find(&self, name: &str) -> Option<GroupId> {
+        self.groups.iter().find(|g| g.name == name).map(|g| g.id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Group> {
+        self.groups.iter()
+    }
+
+    /// `id` and its ancestors, up to and including the root.
+    pub fn path(&self, id: GroupId) -> impl Iterator<Item = GroupId> + '_ {
+        let mut next = Some(id);
+        std::iter::from_fn(move || {
+            let g = next?;
+            next = self.groups.get(g.0 as usize).and_then(|x| x.parent);
+            Some(g)
+        })
+    }
+
+    /// Whether any group has an `io.max` limit.
+    pub fn has_limits(&self) -> bool {
+        self.groups.iter().any(|g| !g.max.is_unlimited())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_io_max() {
+        let m: IoMax = "rbps=10485760 wiops=max riops=100".parse().unwrap();
+        assert_eq!(m.rbps, Some(10 << 20));
+        assert_eq!(m.riops, Some(100));
+        assert_eq!(m.wiops, None);
+        assert_eq!("rbps=10m".parse::<IoMax>().unwrap().rbps, Some(10 << 20));
+        assert_eq!("".parse::<IoMax>().unwrap(), IoMax::default());
+        for (bad, field) in [
+            ("rbps=fast", "rbps=fast"),
+            ("xbps=1", "xbps=1"),
+            ("rbps", "rbps"),
+            ("rbps=1 rbps=2", "rbps=2"),
+            ("wbps=0", "wbps=0"),
+            ("riops=99999999999999999999", "riops=99999999999999999999"),
+        ] {
+            let e = bad.parse::<IoMax>().unwrap_err();
+            assert_eq!(e.field, field, "{bad}");
+        }
+    }
+
+    #[test]
+    fn tree_paths() {
+        let mut t = GroupTree::default();
+        let a = t.add("a", GroupId::ROOT, 200, IoMax::default());
+        let b = t.add("b", a, 5000, IoMax::default());
+        assert_eq!(t.path(b).collect::<Vec<_>>(), vec![b, a, GroupId::ROOT]);
+        assert_eq!(t.get(b).weight, MAX_WEIGHT);
+        assert_eq!(t.find("a"), Some(a));
+    }
+}

@@ -1,0 +1,36 @@
+//! Scenarios compiled into the binary, from the repository's `scenarios/`.
+
+use crate::{Scenario, ScenarioError};
+
+macro_rules! scenarios {
+    ($($name:literal),* $(,)?) => {
+        &[$(($name, include_str!(concat!("../../../scenarios/", $name, ".toml")))),*]
+    };
+}
+
+/// (name, TOML text) of every built-in scenario.
+const BUILTIN: &[(&str, &str)] = scenarios![
+    "ten-streaming-readers",
+    "streaming-write-vs-reader",
+];
+
+/// Names and descriptions of the built-in scenarios.
+pub fn builtins() -> Vec<(&'static str, String)> {
+    BUILTIN
+        .iter()
+        .map(|(name, text)| {
+            let description = Scenario::parse(name, text)
+                .map(|s| s.description)
+                .unwrap_or_else(|e| format!("(broken: {e})"));
+            (*name, description)
+        })
+        .collect()
+}
+
+/// A built-in scenario by name.
+pub fn builtin(name: &str) -> Option<Result<Scenario, ScenarioError>> {
+    BUILTIN
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, text)| Scenario::parse(&format!("<built-in {n}>"), text))
+}

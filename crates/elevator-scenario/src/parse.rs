@@ -1,0 +1,348 @@
+//! The scenario file format and its validation.
+
+use crate::error::{key_on_line, line_of, ScenarioError};
+use crate::result::{Metric, Reduce, ResultSpec};
+use crate::units::{parse_duration, parse_size};
+use elevator_core::{Duration, IoPrio, SECTOR_SIZE};
+use elevator_workload::Pattern;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+/// Policies run when neither the scenario nor the command line names any.
+pub const DEFAULT_SCHEDULERS: &[&str] = &["noop", "deadline"];
+/// The device when the scenario names none: the 2003 benchmarks' disk.
+pub const DEFAULT_DEVICE: &str = "ide-2003";
+/// A run stops after this much simulated time unless the scenario says otherwise.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(3600);
+
+type S<T> = Spanned<T>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    description: String,
+    device: Option<S<String>>,
+    schedulers: Option<Vec<S<String>>>,
+    seed: Option<u64>,
+    time_limit: Option<S<String>>,
+    result: RawResult,
+    #[serde(default)]
+    published: BTreeMap<String, String>,
+    #[serde(default)]
+    sched: BTreeMap<String, BTreeMap<String, S<i64>>>,
+    #[serde(default)]
+    block: RawBlock,
+    #[serde(default)]
+    job: Vec<RawJob>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawResult {
+    name: String,
+    unit: String,
+    metric: S<String>,
+    job: Option<S<String>>,
+    reduce: Option<S<String>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBlock {
+    nr_requests: Option<S<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJob {
+    name: S<String>,
+    count: Option<S<i64>>,
+    rw: S<String>,
+    rwmixread: Option<S<i64>>,
+    bs: S<String>,
+    size: Option<S<String>>,
+    runtime: Option<S<String>>,
+    offset: Option<S<String>>,
+    region: Option<S<String>>,
+    offset_increment: Option<S<String>>,
+    iodepth: Option<S<i64>>,
+    think: Option<S<String>>,
+    prio: Option<S<String>>,
+    start: Option<S<String>>,
+    sync: Option<bool>,
+    background: Option<bool>,
+}
+
+/// A validated job description; `count` instances become tasks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobTemplate {
+    pub name: String,
+    pub line: usize,
+    pub count: u32,
+    pub pattern: Pattern,
+    pub read_percent: u8,
+    pub bs: u64,
+    pub size: Option<u64>,
+    pub runtime: Option<Duration>,
+    pub offset: u64,
+    /// Bytes each instance may touch from its offset (default: `size`).
+    pub region: Option<u64>,
+    /// Offset step between instances (default: the region).
+    pub offset_increment: Option<u64>,
+    pub iodepth: u32,
+    pub think: Duration,
+    pub prio: IoPrio,
+    pub start: Duration,
+    pub sync_writes: bool,
+    pub background: bool,
+}
+
+/// A validated scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub file: String,
+    pub name: String,
+    pub description: String,
+    pub device: String,
+    pub schedulers: Vec<String>,
+    pub seed: u64,
+    pub time_limit: Duration,
+    pub result: ResultSpec,
+    pub published: BTreeMap<String, String>,
+    /// Tunable overrides per policy, already checked against the registry.
+    pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
+    pub nr_requests: Option<usize>,
+    pub jobs: Vec<JobTemplate>,
+}
+
+/// Error helpers bound to one file's text.
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at<T>(&self, v: &S<T>, key: &str, message: impl Into<String>) -> ScenarioError {
+        ScenarioError::new(self.file, Some(line_of(self.text, v.span().start)), Some(key), message)
+    }
+    fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
+        parse_size(v.get_ref()).map_err(|m| self.at(v, key, m))
+    }
+    fn duration(&self, v: &S<String>, key: &str) -> Result<Duration, ScenarioError> {
+        parse_duration(v.get_ref()).map_err(|m| self.at(v, key, m))
+    }
+    fn int(&self, v: &S<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, ScenarioError> {
+        let x = *v.get_ref();
+        if (lo..=hi).contains(&x) {
+            Ok(x)
+        } else {
+            Err(self.at(v, key, format!("{x} is out of range {lo}..={hi}")))
+        }
+    }
+}
+
+impl Scenario {
+    /// Parse and validate scenario `text` read from `file`.
+    pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+            let at = e.span().map(|s| s.start);
+            ScenarioError {
+                file: file.to_string(),
+                line: at.map(|a| line_of(text, a)),
+                key: at.and_then(|a| key_on_line(text, a)),
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        let cx = Ctx { file, text };
+
+        let device = raw
+            .device
+            .as_ref()
+            .map_or(DEFAULT_DEVICE.to_string(), |d| d.get_ref().clone());
+        let schedulers = match &raw.schedulers {
+            None => DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect(),
+            Some(list) => {
+                let mut names = Vec::new();
+                for s in list {
+                    let t = elevator_sched::find(s.get_ref())
+                        .ok_or_else(|| cx.at(s, "schedulers", unknown_policy(s.get_ref())))?;
+                    names.push(t.name.to_string());
+                }
+                names
+            }
+        };
+        let time_limit = match &raw.time_limit {
+            Some(t) => cx.duration(t, "time_limit")?,
+            None => DEFAULT_TIME_LIMIT,
+        };
+
+        let mut tunables = BTreeMap::new();
+        for (policy, values) in &raw.sched {
+            let Some(t) = elevator_sched::find(policy) else {
+                let at = values.values().next().map(|v| line_of(text, v.span().start));
+                return Err(ScenarioError::new(file, at, Some(&format!("sched.{policy}")), unknown_policy(policy)));
+            };
+            let mut resolved = BTreeMap::new();
+            for (name, value) in values {
+                let key = format!("sched.{policy}.{name}");
+                t.tunables([(name.as_str(), *value.get_ref())])
+                    .map_err(|e| cx.at(value, &key, e.to_string()))?;
+                resolved.insert(name.clone(), *value.get_ref());
+            }
+            tunables.insert(t.name.to_string(), resolved);
+        }
+
+        let nr_requests = match &raw.block.nr_requests {
+            Some(n) => Some(cx.int(n, "block.nr_requests", 1, 1 << 20)? as usize),
+            None => None,
+        };
+
+        let mut jobs = Vec::new();
+        for j in &raw.job {
+            jobs.push(job(&cx, j)?);
+        }
+        if jobs.iter().all(|j| j.background) {
+            return Err(ScenarioError::new(
+                file,
+                None,
+                Some("job"),
+                "the scenario needs at least one job that is not `background`: the run ends when the measured jobs end",
+            ));
+        }
+
+        let result = ResultSpec::parse(&cx_result(&cx, &raw.result)?, &jobs)
+            .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
+
+        Ok(Scenario {
+            file: file.to_string(),
+            name: raw.name,
+            description: raw.description,
+            device,
+            schedulers,
+            seed: raw.seed.unwrap_or(1),
+            time_limit,
+            result,
+            published: raw.published,
+            tunables,
+            nr_requests,
+            jobs,
+        })
+    }
+}
+
+fn unknown_policy(name: &str) -> String {
+    let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
+    format!("unknown scheduler {name:?} (known: {})", known.join(", "))
+}
+
+/// The result section with its strings checked.
+pub(crate) struct RawResultChecked {
+    pub name: String,
+    pub unit: String,
+    pub metric: Metric,
+    pub job: Option<String>,
+    pub reduce: Option<Reduce>,
+}
+
+fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioError> {
+    let metric = r
+        .metric
+        .get_ref()
+        .parse::<Metric>()
+        .map_err(|m| cx.at(&r.metric, "result.metric", m))?;
+    let reduce = match &r.reduce {
+        Some(x) => Some(x.get_ref().parse::<Reduce>().map_err(|m| cx.at(x, "result.reduce", m))?),
+        None => None,
+    };
+    if let Some(j) = &r.job {
+        if j.get_ref().is_empty() {
+            return Err(cx.at(j, "result.job", "empty job name"));
+        }
+    }
+    Ok(RawResultChecked {
+        name: r.name.clone(),
+        unit: r.unit.clone(),
+        metric,
+        job: r.job.as_ref().map(|j| j.get_ref().clone()),
+        reduce,
+    })
+}
+
+fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
+    let name = j.name.get_ref().clone();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(cx.at(&j.name, "job.name", "a job name is one word"));
+    }
+    let (pattern, default_mix) = match j.rw.get_ref().as_str() {
+        "read" => (Pattern::Sequential, 100),
+        "write" => (Pattern::Sequential, 0),
+        "randread" => (Pattern::Random, 100),
+        "randwrite" => (Pattern::Random, 0),
+        "rw" | "readwrite" => (Pattern::Sequential, 50),
+        "randrw" => (Pattern::Random, 50),
+        other => {
+            return Err(cx.at(
+                &j.rw,
+                "job.rw",
+                format!("unknown rw {other:?} (read, write, randread, randwrite, rw, randrw)"),
+            ))
+        }
+    };
+    let read_percent = match &j.rwmixread {
+        Some(m) => cx.int(m, "job.rwmixread", 0, 100)? as u8,
+        None => default_mix,
+    };
+    let bs = cx.size(&j.bs, "job.bs")?;
+    if bs == 0 || bs % SECTOR_SIZE != 0 || bs > 64 << 20 {
+        return Err(cx.at(&j.bs, "job.bs", "block size must be a multiple of 512 bytes, at most 64m"));
+    }
+    let size = j.size.as_ref().map(|s| cx.size(s, "job.size")).transpose()?;
+    let runtime = j.runtime.as_ref().map(|s| cx.duration(s, "job.runtime")).transpose()?;
+    let region = j.region.as_ref().map(|s| cx.size(s, "job.region")).transpose()?;
+    let background = j.background.unwrap_or(false);
+    if size.is_none() && runtime.is_none() && !background {
+        return Err(cx.at(&j.name, "job.size", "a measured job needs `size` or `runtime`"));
+    }
+    if size.or(region).is_none() {
+        return Err(cx.at(&j.name, "job.region", "a job needs `size` or `region` to know where it may go"));
+    }
+    for (v, key) in [(size, "job.size"), (region, "job.region")] {
+        if v == Some(0) {
+            return Err(cx.at(&j.name, key, "must not be zero"));
+        }
+    }
+    Ok(JobTemplate {
+        name,
+        line: line_of(cx.text, j.name.span().start),
+        count: match &j.count {
+            Some(c) => cx.int(c, "job.count", 1, 4096)? as u32,
+            None => 1,
+        },
+        pattern,
+        read_percent,
+        bs,
+        size,
+        runtime,
+        offset: j.offset.as_ref().map(|s| cx.size(s, "job.offset")).transpose()?.unwrap_or(0),
+        region,
+        offset_increment: j
+            .offset_increment
+            .as_ref()
+            .map(|s| cx.size(s, "job.offset_increment"))
+            .transpose()?,
+        iodepth: match &j.iodepth {
+            Some(d) => cx.int(d, "job.iodepth", 1, 65536)? as u32,
+            None => 1,
+        },
+        think: j.think.as_ref().map(|s| cx.duration(s, "job.think")).transpose()?.unwrap_or(Duration::ZERO),
+        prio: match &j.prio {
+            Some(p) => p.get_ref().parse::<IoPrio>().map_err(|e| cx.at(p, "job.prio", e.to_string()))?,
+            None => IoPrio::default(),
+        },
+        start: j.start.as_ref().map(|s| cx.duration(s, "job.start")).transpose()?.unwrap_or(Duration::ZERO),
+        sync_writes: j.sync.unwrap_or(true),
+        background,
+    })
+}

@@ -1,0 +1,152 @@
+//! The headline result a scenario names, and how it is computed from the
+//! jobs' statistics.
+
+use crate::parse::{JobTemplate, RawResultChecked};
+use elevator_core::Instant;
+use elevator_metrics::JobReport;
+use std::str::FromStr;
+
+/// A per-job figure, or a whole-run one.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Metric {
+    /// Seconds from a job's start to its end (`time cat file`).
+    Completion,
+    /// Seconds from the start of the run to a job's end.
+    FinishTime,
+    MbS,
+    Iops,
+    LatMeanMs,
+    LatP99Ms,
+    LatMaxMs,
+    PctOver2s,
+    /// Bytes of every job over the simulated time, in MB/s.
+    AggregateMbS,
+    /// Simulated seconds until the run ended.
+    SimulatedS,
+    /// A job-specific figure (`extra:frames_missed`).
+    Extra(String),
+}
+
+impl FromStr for Metric {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "completion" => Metric::Completion,
+            "finish_time" => Metric::FinishTime,
+            "mb_s" => Metric::MbS,
+            "iops" => Metric::Iops,
+            "lat_mean_ms" => Metric::LatMeanMs,
+            "lat_p99_ms" => Metric::LatP99Ms,
+            "lat_max_ms" => Metric::LatMaxMs,
+            "pct_over_2s" => Metric::PctOver2s,
+            "aggregate_mb_s" => Metric::AggregateMbS,
+            "simulated_s" => Metric::SimulatedS,
+            other => match other.strip_prefix("extra:") {
+                Some(k) if !k.is_empty() => Metric::Extra(k.to_string()),
+                _ => return Err(format!(
+                    "unknown metric {other:?} (completion, finish_time, mb_s, iops, lat_mean_ms, lat_p99_ms, lat_max_ms, pct_over_2s, aggregate_mb_s, simulated_s, extra:NAME)"
+                )),
+            },
+        })
+    }
+}
+
+/// How the selected jobs' figures become one number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    Max,
+    Min,
+    Mean,
+    Sum,
+}
+
+impl FromStr for Reduce {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "max" => Reduce::Max,
+            "min" => Reduce::Min,
+            "mean" => Reduce::Mean,
+            "sum" => Reduce::Sum,
+            other => return Err(format!("unknown reduce {other:?} (max, min, mean, sum)")),
+        })
+    }
+}
+
+/// What the scenario reports first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultSpec {
+    pub name: String,
+    pub unit: String,
+    pub metric: Metric,
+    /// Jobs named this, or `this.N`; `None`: every measured job.
+    pub job: Option<String>,
+    pub reduce: Reduce,
+}
+
+impl ResultSpec {
+    pub(crate) fn parse(r: &RawResultChecked, jobs: &[JobTemplate]) -> Result<ResultSpec, String> {
+        if let Some(j) = &r.job {
+            if !jobs.iter().any(|t| &t.name == j) {
+                let names: Vec<&str> = jobs.iter().map(|t| t.name.as_str()).collect();
+                return Err(format!("result.job names no job: {j:?} (jobs: {})", names.join(", ")));
+            }
+        }
+        let default = match r.metric {
+            Metric::MbS | Metric::Iops => Reduce::Sum,
+            _ => Reduce::Max,
+        };
+        Ok(ResultSpec {
+            name: r.name.clone(),
+            unit: r.unit.clone(),
+            metric: r.metric.clone(),
+            job: r.job.clone(),
+            reduce: r.reduce.unwrap_or(default),
+        })
+    }
+
+    /// Whether the report row `name` belongs to the selected jobs.
+    pub fn selects(&self, name: &str) -> bool {
+        match &self.job {
+            None => true,
+            Some(j) => name == j || name.strip_prefix(j.as_str()).is_some_and(|r| r.starts_with('.')),
+        }
+    }
+
+    /// The headline value of a run.
+    pub fn evaluate(&self, jobs: &[JobReport], measured: &[bool], end: Instant) -> f64 {
+        let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
+        let end_s = end.as_secs_f64();
+        match &self.metric {
+            Metric::AggregateMbS => return if end_s > 0.0 { total_bytes as f64 / 1e6 / end_s } else { 0.0 },
+            Metric::SimulatedS => return end_s,
+            _ => {}
+        }
+        let values: Vec<f64> = jobs
+            .iter()
+            .zip(measured)
+            .filter(|(j, m)| self.selects(&j.name) && (self.job.is_some() || **m))
+            .filter_map(|(j, _)| match &self.metric {
+                Metric::Completion => Some(j.completion_s.unwrap_or(end_s) - j.start_s),
+                Metric::FinishTime => Some(j.completion_s.unwrap_or(end_s)),
+                Metric::MbS => Some(j.mb_s),
+                Metric::Iops => Some(j.iops),
+                Metric::LatMeanMs => Some(j.lat_mean_ms),
+                Metric::LatP99Ms => Some(j.lat_p99_ms),
+                Metric::LatMaxMs => Some(j.lat_max_ms),
+                Metric::PctOver2s => Some(j.pct_over_2s),
+                Metric::Extra(k) => j.extra.get(k).copied(),
+                Metric::AggregateMbS | Metric::SimulatedS => None,
+            })
+            .collect();
+        if values.is_empty() {
+            return f64::NAN;
+        }
+        match self.reduce {
+            Reduce::Max => values.iter().copied().fold(f64::MIN, f64::max),
+            Reduce::Min => values.iter().copied().fold(f64::MAX, f64::min),
+            Reduce::Sum => values.iter().sum(),
+            Reduce::Mean => values.iter().sum::<f64>() / values.len() as f64,
+        }
+    }
+}

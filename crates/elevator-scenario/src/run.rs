@@ -1,0 +1,164 @@
+//! Running a scenario under one or more policies.
+
+use crate::{Scenario, ScenarioError};
+use elevator_core::{Instant, QueueLimits, SECTOR_SIZE};
+use elevator_metrics::{DeviceReport, Report, ResultValue, RunReport};
+use elevator_sim::{Engine, EngineConfig};
+use elevator_workload::{DirectJob, Mix, Part};
+use std::collections::BTreeMap;
+
+/// Command-line choices that override the scenario's own.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub schedulers: Option<Vec<String>>,
+    pub device: Option<String>,
+    pub seed: Option<u64>,
+    /// `(policy, tunable, value)` overrides on top of the scenario's.
+    pub tunables: Vec<(String, String, i64)>,
+}
+
+/// Run `scenario` under every chosen policy, calling `progress` after each.
+pub fn run(
+    scenario: &Scenario,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(&RunReport),
+) -> Result<Report, ScenarioError> {
+    let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
+    let schedulers = options.schedulers.clone().unwrap_or_else(|| scenario.schedulers.clone());
+    if schedulers.is_empty() {
+        return Err(cli("no scheduler to run".into()));
+    }
+    let device = options.device.clone().unwrap_or_else(|| scenario.device.clone());
+    let seed = options.seed.unwrap_or(scenario.seed);
+    let mut runs = Vec::new();
+    for name in &schedulers {
+        let run = run_one(scenario, name, &device, seed, &options.tunables)?;
+        progress(&run);
+        runs.push(run);
+    }
+    Ok(Report {
+        scenario: scenario.name.clone(),
+        description: scenario.description.clone(),
+        device,
+        seed,
+        runs,
+    })
+}
+
+/// Run `scenario` once under policy `policy` on `device` with `seed`.
+pub fn run_one(
+    scenario: &Scenario,
+    policy: &str,
+    device: &str,
+    seed: u64,
+    overrides: &[(String, String, i64)],
+) -> Result<RunReport, ScenarioError> {
+    let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
+    let sched_type = elevator_sched::find(policy).ok_or_else(|| {
+        let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
+        cli(format!("unknown scheduler {policy:?} (known: {})", known.join(", ")))
+    })?;
+    let dev = elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
+    let limits = dev.limits();
+
+    let mut values: Vec<(&str, i64)> = scenario
+        .tunables
+        .get(sched_type.name)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    for (p, k, v) in overrides {
+        if elevator_sched::find(p).is_some_and(|t| t.name == sched_type.name) {
+            values.push((k.as_str(), *v));
+        }
+    }
+    let tunables = sched_type.tunables(values).map_err(|e| cli(e.to_string()))?;
+    let sched = (sched_type.build)(&tunables, &limits);
+
+    let (mut mix, measured) = build_workload(scenario, &limits, seed)?;
+    let mut config = EngineConfig {
+        time_limit: Instant::ZERO + scenario.time_limit,
+        ..EngineConfig::default()
+    };
+    if let Some(n) = scenario.nr_requests {
+        config.nr_requests = [n, n];
+    }
+    let mut engine = Engine::new(sched, dev, config);
+    let summary = engine.run(&mut mix);
+
+    let jobs: Vec<_> = mix.stats().iter().map(|s| s.report(summary.end)).collect();
+    let value = scenario.result.evaluate(&jobs, &measured, summary.end);
+    let end_s = summary.end.as_secs_f64();
+    let busy_s = summary.device.busy_ns as f64 / 1e9;
+    let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
+    Ok(RunReport {
+        scheduler: sched_type.name.to_string(),
+        tunables: tunables.iter().map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<_, _>>(),
+        result: ResultValue {
+            name: scenario.result.name.clone(),
+            unit: scenario.result.unit.clone(),
+            value,
+        },
+        published: scenario.published.get(sched_type.name).cloned(),
+        simulated_s: end_s,
+        aggregate_mb_s: if end_s > 0.0 { total_bytes as f64 / 1e6 / end_s } else { 0.0 },
+        device: DeviceReport {
+            busy_s,
+            utilization: if end_s > 0.0 { (busy_s / end_s).min(1.0) } else { 0.0 },
+            requests: summary.device.requests,
+            seeks: summary.device.seeks,
+            seek_distance_sectors: summary.device.seek_distance,
+        },
+        jobs,
+    })
+}
+
+/// The jobs of `scenario` as one workload, and which report rows are measured.
+fn build_workload(
+    scenario: &Scenario,
+    limits: &QueueLimits,
+    seed: u64,
+) -> Result<(Mix, Vec<bool>), ScenarioError> {
+    let mut mix = Mix::new();
+    let mut measured = Vec::new();
+    let mut task = 1u32;
+    for t in &scenario.jobs {
+        let region = t.region.or(t.size).expect("validated: size or region");
+        let step = t.offset_increment.unwrap_or(region);
+        for i in 0..t.count {
+            let name = if t.count > 1 { format!("{}.{i}", t.name) } else { t.name.clone() };
+            let offset = t.offset + u64::from(i) * step;
+            let end = offset + region;
+            if end.div_ceil(SECTOR_SIZE) > limits.capacity {
+                return Err(ScenarioError::new(
+                    &scenario.file,
+                    Some(t.line),
+                    Some("job.region"),
+                    format!(
+                        "job {name} reaches byte {end}, past the end of the device ({} bytes)",
+                        limits.capacity * SECTOR_SIZE
+                    ),
+                ));
+            }
+            let mut job = DirectJob::new(&name, task, seed);
+            job.pattern = t.pattern;
+            job.read_percent = t.read_percent;
+            job.sync_writes = t.sync_writes;
+            job.bs = (t.bs / SECTOR_SIZE) as u32;
+            job.region_start = offset / SECTOR_SIZE;
+            job.region_sectors = region / SECTOR_SIZE;
+            job.size = t.size;
+            job.runtime = t.runtime;
+            job.start = t.start;
+            job.iodepth = t.iodepth;
+            job.think = t.think;
+            job.prio = t.prio;
+            job.looping = t.background;
+            measured.push(job.measured());
+            mix.push(Box::new(job));
+            task += 1;
+        }
+    }
+    Ok((mix, measured))
+}

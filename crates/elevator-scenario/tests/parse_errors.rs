@@ -1,0 +1,87 @@
+//! Bad scenario files get an error naming the file, line and key; no input panics.
+
+use elevator_scenario::Scenario;
+use proptest::prelude::*;
+
+const GOOD: &str = r#"
+name = "t"
+description = "a test"
+
+[result]
+name = "time"
+unit = "s"
+metric = "completion"
+
+[[job]]
+name = "reader"
+rw = "read"
+bs = "128k"
+size = "1m"
+"#;
+
+fn err(text: &str) -> String {
+    Scenario::parse("my.toml", text).unwrap_err().to_string()
+}
+
+#[test]
+fn a_good_file_parses() {
+    let s = Scenario::parse("my.toml", GOOD).unwrap();
+    assert_eq!(s.jobs.len(), 1);
+    assert_eq!(s.schedulers, vec!["noop", "deadline"]);
+}
+
+#[test]
+fn bad_values_name_file_line_and_key() {
+    let cases = [
+        (GOOD.replace("bs = \"128k\"", "bs = \"12x\""), "my.toml:15: key `job.bs`"),
+        (GOOD.replace("bs = \"128k\"", "bs = \"100\""), "my.toml:15: key `job.bs`"),
+        (GOOD.replace("rw = \"read\"", "rw = \"sideways\""), "my.toml:14: key `job.rw`"),
+        (GOOD.replace("size = \"1m\"", "size = \"1m\"\nprio = \"rt/9\""), "my.toml:17: key `job.prio`"),
+        (GOOD.replace("size = \"1m\"", "size = \"1m\"\niodepth = 0"), "my.toml:17: key `job.iodepth`"),
+        (GOOD.replace("size = \"1m\"", "size = \"1m\"\nthink = \"5\""), "my.toml:17: key `job.think`"),
+        (GOOD.replace("size = \"1m\"", "size = \"1m\"\nbogus = 1"), "my.toml:17: key `bogus`"),
+        (GOOD.replace("size = \"1m\"", "size = \"1m\"\niodepth = \"deep\""), "my.toml:17: key `iodepth`"),
+        (GOOD.replace("metric = \"completion\"", "metric = \"speed\""), "my.toml:8: key `result.metric`"),
+        (format!("{GOOD}\n[sched.deadline]\nfifo_bath = 4\n"), "my.toml:19: key `sched.deadline.fifo_bath`"),
+        (format!("{GOOD}\n[sched.deadline]\nfifo_batch = -4\n"), "my.toml:19: key `sched.deadline.fifo_batch`"),
+        (format!("{GOOD}\n[sched.elevator9]\nx = 4\n"), "my.toml:19: key `sched.elevator9`"),
+        (GOOD.replace("description", "schedulers = [\"fifo\"]\ndescription"), "my.toml:3: key `schedulers`"),
+        (GOOD.replace("name = \"t\"", "name = \"t"), "my.toml:2"),
+    ];
+    for (text, want) in cases {
+        let got = err(&text);
+        assert!(got.starts_with(want), "want {want:?}, got {got:?}");
+    }
+}
+
+#[test]
+fn missing_sections_are_named() {
+    let got = err("name = \"x\"\ndescription = \"y\"\n");
+    assert!(got.contains("result"), "{got}");
+    let only_background = GOOD.replace("size = \"1m\"", "size = \"1m\"\nbackground = true");
+    assert!(err(&only_background).contains("job"), "{}", err(&only_background));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Arbitrary text never panics the parser.
+    #[test]
+    fn arbitrary_text_never_panics(text in ".{0,400}") {
+        let _ = Scenario::parse("fuzz.toml", &text);
+    }
+
+    /// Mutations of a good file never panic, and errors always name the file.
+    #[test]
+    fn mutated_files_never_panic(pos in 0usize..300, insert in "[a-z0-9=\\[\\]\"\\.\n -]{0,12}", cut in 0usize..20) {
+        let mut text = GOOD.to_string();
+        let pos = pos.min(text.len());
+        let end = (pos + cut).min(text.len());
+        if text.is_char_boundary(pos) && text.is_char_boundary(end) {
+            text.replace_range(pos..end, &insert);
+        }
+        if let Err(e) = Scenario::parse("fuzz.toml", &text) {
+            prop_assert!(e.to_string().starts_with("fuzz.toml"));
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Direct jobs: fio-like streams of block requests that bypass the page
+//! cache (O_DIRECT).
+//!
+//! A job keeps up to `iodepth` requests in flight. After each completion it
+//! waits `think` and submits the next. Sequential jobs walk their region in
+//! `bs` steps; random jobs pick block-aligned offsets uniformly in the
+//! region from a `Prng` derived from the run seed and the job's name. A job
+//! ends once it has moved `size` bytes or `runtime` has passed and its
+//! requests drained; a looping job (a background load) wraps around and
+//! never ends.
+//!
+//! Invariant: `in_flight <= iodepth`; every submitted request is recorded
+//! once in the job's statistics when it completes.
+
+use crate::Part;
+use elevator_core::{
+    Duration, GroupId, Instant, IoPrio, Op, Prng, Sector, TaskId, SECTOR_SIZE,
+};
+use elevator_metrics::JobStats;
+use elevator_sim::{BlockIo, Completion, Io, Workload};
+
+/// How a job picks its offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    Sequential,
+    Random,
+}
+
+const WAKE_START: u64 = 0;
+const WAKE_NEXT: u64 = 1;
+
+/// One direct job (one task).
+#[derive(Clone, Debug)]
+pub struct DirectJob {
+    pub name: String,
+    pub task: TaskId,
+    pub prio: IoPrio,
+    pub group: GroupId,
+    pub pattern: Pattern,
+    /// Percentage of requests that read (100: a reader, 0: a writer).
+    pub read_percent: u8,
+    /// Direct writes are synchronous (the submitter waits for them).
+    pub sync_writes: bool,
+    /// Request size in sectors.
+    pub bs: u32,
+    pub region_start: Sector,
+    pub region_sectors: u64,
+    /// Bytes to move before the job ends (`None`: until `runtime`).
+    pub size: Option<u64>,
+    pub runtime: Option<Duration>,
+    pub start: Duration,
+    pub iodepth: u32,
+    pub think: Duration,
+    /// Wrap around and run until the measured jobs end.
+    pub looping: bool,
+    rng: Prng,
+    pos: u64,
+    issued: u64,
+    in_flight: u32,
+    started: Instant,
+    stats: JobStats,
+    done: bool,
+}
+
+impl DirectJob {
+    /// A sequential reader of `size` bytes at `region_start`, depth 1.
+    pub fn new(name: &str, task: u32, seed: u64) -> Self {
+        DirectJob {
+            name: name.to_string(),
+            task: TaskId(task),
+            prio: IoPrio::default(),
+            group: GroupId::ROOT,
+            pattern: Pattern::Sequential,
+            read_percent: 100,
+            sync_writes: true,
+            bs: 256,
+            region_start: 0,
+            region_sectors: 0,
+            size: None,
+            runtime: None,
+            start: Duration::ZERO,
+            iodepth: 1,
+            think: Duration::ZERO,
+            looping: false,
+            rng: Prng::derive(seed, name),
+            pos: 0,
+            issued: 0,
+            in_flight: 0,
+            started: Instant::ZERO,
+            stats: JobStats::new(name),
+            done: false,
+        }
+    }
+
+    /// Whether another request may be submitted at `now`.
+    fn may_issue(&self, now: Instant) -> bool {
+        if self.done {
+            return false;
+        }
+        if let Some(rt) = self.runtime {
+            if now >= self.started + rt {
+                return false;
+            }
+        }
+        self.looping || self.size.is_none_or(|size| self.issued < size)
+    }
+
+    fn submit_one(&mut self, io: &mut Io<'_>) {
+        if !self.may_issue(io.now()) || self.in_flight >= self.iodepth {
+            return;
+        }
+        let blocks = (self.region_sectors / u64::from(self.bs)).max(1);
+        let offset = match self.pattern {
+            Pattern::Sequential => {
+                if self.pos >= self.region_sectors {
+                    self.pos = 0;
+                }
+                self.pos
+            }
+            Pattern::Random => self.rng.below(blocks) * u64::from(self.bs),
+        };
+        let mut sectors = u64::from(self.bs).min(self.region_sectors - offset).max(1);
+        if let (Some(size), false) = (self.size, self.looping) {
+            let left = (size - self.issued).div_ceil(SECTOR_SIZE);
+            sectors = sectors.min(left.max(1));
+        }
+        self.pos = offset + sectors;
+        let read = match self.read_percent {
+            100 => true,
+            0 => false,
+            p => self.rng.below(100) < u64::from(p),
+        };
+        io.submit(BlockIo {
+            op: if read { Op::Read } else { Op::Write },
+            sync: read || self.sync_writes,
+            sector: self.region_start + offset,
+            sectors: sectors as u32,
+            task: self.task,
+            prio: self.prio,
+            group: self.group,
+        });
+        self.issued += sectors * SECTOR_SIZE;
+        self.in_flight += 1;
+    }
+
+    fn fill(&mut self, io: &mut Io<'_>) {
+        while self.in_flight < self.iodepth && self.may_issue(io.now()) {
+            self.submit_one(io);
+        }
+    }
+
+    fn finish_if_drained(&mut self, io: &mut Io<'_>) {
+        if !self.done && self.in_flight == 0 && !self.may_issue(io.now()) {
+            self.done = true;
+            self.stats.finished = Some(io.now());
+            io.task_exited(self.task);
+        }
+    }
+}
+
+impl Workload for DirectJob {
+    fn start(&mut self, io: &mut Io<'_>) {
+        assert!(self.region_sectors > 0, "job {} has an empty region", self.name);
+        io.wake_at(Instant::ZERO + self.start, WAKE_START);
+    }
+
+    fn wake(&mut self, token: u64, io: &mut Io<'_>) {
+        if token == WAKE_START {
+            self.started = io.now();
+            self.stats.started = Some(io.now());
+            self.fill(io);
+        } else {
+            self.submit_one(io);
+        }
+        self.finish_if_drained(io);
+    }
+
+    fn completed(&mut self, done: &Completion, io: &mut Io<'_>) {
+        self.in_flight -= 1;
+        self.stats.record(
+            done.op == Op::Read,
+            u64::from(done.sectors) * SECTOR_SIZE,
+            done.completed.since(done.submitted),
+        );
+        if self.think == Duration::ZERO {
+            self.fill(io);
+        } else if self.may_issue(io.now()) {
+            io.wake_at(io.now() + self.think, WAKE_NEXT);
+        }
+        self.finish_if_drained(io);
+    }
+
+    fn finished(&self) -> bool {
+        self.done
+    }
+}
+
+impl Part for DirectJob {
+    fn tasks(&self) -> Vec<TaskId> {
+        vec![self.task]
+    }
+    fn measured(&self) -> bool {
+        !self.looping
+    }
+    fn stats(&self) -> Vec<JobStats> {
+        vec![self.stats.clone()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stops_issuing_at_its_size() {
+        let mut j = DirectJob::new("r", 1, 0);
+        j.region_sectors = 2048;
+        assert!(j.may_issue(Instant::ZERO));
+        j.size = Some(4096);
+        j.issued = 4096;
+        assert!(!j.may_issue(Instant::ZERO));
+    }
+}

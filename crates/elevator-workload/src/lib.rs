@@ -1,0 +1,13 @@
+//! Workloads: what issues the I/O.
+//!
+//! [`direct`] holds fio-like jobs that talk to the block device directly
+//! (O_DIRECT): sequential or random, read, write or mixed, a block size, a
+//! region, a queue depth, think time, priority, start time and a size or
+//! duration. [`Mix`] runs several workloads as one, which is how a scenario
+//! combines its jobs.
+
+pub mod direct;
+mod mix;
+
+pub use direct::{DirectJob, Pattern};
+pub use mix::{Mix, Part};
