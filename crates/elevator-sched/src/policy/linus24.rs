@@ -70,7 +70,7 @@
 //! `max_bomb_segments > 0` reads are moved forward without being charged
 //! and no bound is claimed.
 
-use crate::{Dispatch, Scheduler, SchedulerType, Tunable, Tunables};
+use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, Tunable, Tunables};
 use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId};
 
 /// A new read may be passed by about 128 seeks (2048 / 16): `ELEVATOR_LINUS`
@@ -140,7 +140,7 @@ pub struct Linus24 {
     read_latency: i64,
     write_latency: i64,
     max_bomb_segments: i64,
-    max_sectors: u32,
+    rule: MergeRule,
 }
 
 fn is_write(r: &Request) -> bool {
@@ -154,7 +154,11 @@ impl Linus24 {
             read_latency: t.get("read_latency"),
             write_latency: t.get("write_latency"),
             max_bomb_segments: t.get("max_bomb_segments"),
-            max_sectors: limits.max_sectors,
+            rule: MergeRule {
+                max_sectors: limits.max_sectors,
+                front_merges: true,
+                same_task: false,
+            },
         }
     }
 
@@ -180,13 +184,12 @@ impl Linus24 {
         }
     }
 
-    /// Whether `a` and `b` may become one request (same direction, no
-    /// flush, same group, within max_sectors), ignoring adjacency.
+    /// Whether `a` and `b` may become one request, ignoring adjacency:
+    /// same direction and within max_sectors as in 2.4, and (2.4 had
+    /// neither) the same sync flag and group, since a merged request
+    /// carries one of each; no flushes.
     fn mergeable(&self, a: &Request, b: &Request) -> bool {
-        a.op == b.op
-            && a.op != Op::Flush
-            && a.group == b.group
-            && a.sectors + b.sectors <= self.max_sectors
+        self.rule.compatible(a, b)
     }
 
     /// Whether a request at `sector` belongs right after `list[i]`
