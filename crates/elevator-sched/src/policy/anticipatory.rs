@@ -55,13 +55,17 @@
 //! 1. the candidate comes from the anticipated task;
 //! 2. the awaited request completed and `antic_expire` has passed since;
 //! 3. the anticipated task already has requests queued;
-//! 4. the candidate is synchronous and close to the head (`close_req`:
+//! 4. the candidate is synchronous and close to the head (`close_req`):
 //!    within 8192 sectors, a window that doubles with every millisecond of
-//!    waiting, or nearer than the anticipated task's mean seek distance);
-//!    it then also counts as that task's history (a cooperating process);
+//!    waiting (every request is close after 20 ms or `antic_expire`), or
+//!    nearer than the anticipated task's mean seek distance, its seek
+//!    pattern saying its own next request would be no closer (for a task
+//!    without history: the mean first seek of new tasks); the candidate
+//!    then also counts in that task's history (a cooperating process);
 //! 5. the anticipated task has exited;
-//! 6. its mean think time exceeds `antic_expire` (for a task with no
-//!    history yet: the mean first think time of new tasks does).
+//! 6. its mean think time exceeds `antic_expire`, the whole wait, not what
+//!    is left of it (for a task with no history yet: the mean first think
+//!    time of new tasks does).
 //!
 //! A newly inserted request that satisfies one of these ends a running
 //! anticipation; so does [`Scheduler::task_exited`] for the awaited task.
