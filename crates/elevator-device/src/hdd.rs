@@ -404,7 +404,7 @@ impl Hdd {
                 let s = *self.segments.get(i);
                 (i, s.start, s.end)
             }
-            None => (self.segments.take_lru(None), job.start, job.start),
+            None => (self.segments.take_lru(), job.start, job.start),
         };
         let ready = t + self.p.read_miss_overhead;
         let arrive = self.position(from, ready, false);

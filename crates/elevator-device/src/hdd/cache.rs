@@ -70,19 +70,11 @@ impl Segments {
         self.segs[i].used = self.clock;
     }
 
-    /// The least recently used segment, emptied; `avoid` is kept if any
-    /// other segment exists.
-    pub fn take_lru(&mut self, avoid: Option<usize>) -> usize {
-        let mut best = 0;
-        let mut best_used = u64::MAX;
-        for (i, s) in self.segs.iter().enumerate() {
-            if Some(i) != avoid || self.segs.len() == 1 {
-                if s.used < best_used {
-                    best = i;
-                    best_used = s.used;
-                }
-            }
-        }
+    /// The least recently used segment, emptied.
+    pub fn take_lru(&mut self) -> usize {
+        let best = (0..self.segs.len())
+            .min_by_key(|&i| self.segs[i].used)
+            .unwrap_or(0);
         self.segs[best] = Segment::default();
         best
     }
@@ -249,12 +241,12 @@ mod tests {
     #[test]
     fn segments_keep_one_segment_and_drop_stale_data() {
         let mut s = Segments::new(2, 100);
-        let a = s.take_lru(None);
+        let a = s.take_lru();
         s.set(a, 0, 50);
         s.extend(a, 180);
         assert_eq!((s.get(a).start, s.get(a).end), (80, 180));
         assert_eq!(s.find_containing(100, 120), Some(a));
-        let b = s.take_lru(Some(a));
+        let b = s.take_lru();
         assert_ne!(a, b);
         s.set(b, 1000, 1010);
         assert!(s.invalidate(150, 160, Some(a)));
