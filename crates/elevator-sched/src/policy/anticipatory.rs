@@ -1139,7 +1139,7 @@ mod tests {
         assert_eq!(s.antic_status(), AnticStatus::Finished);
         assert_eq!(take(&mut s, at(6)).id.0, 2);
         // Its statistics are gone once nothing of it is left.
-        assert!(s.tasks.get(&TaskId(1)).is_none());
+        assert!(!s.tasks.contains_key(&TaskId(1)));
     }
 
     #[test]
@@ -1216,10 +1216,7 @@ mod tests {
         let mut reads = 0;
         while now < 2000 {
             for task in [1u32, 2] {
-                if s.tasks
-                    .get(&TaskId(task))
-                    .map_or(true, |t| t.nr_queued == 0)
-                {
+                if !s.tasks.get(&TaskId(task)).is_some_and(|t| t.nr_queued > 0) {
                     s.insert(
                         Request::read(id, task, u64::from(task) * 10_000_000 + id * 8, 8),
                         at(now),
