@@ -71,7 +71,8 @@
 //! and no bound is claimed.
 
 use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, Tunable, Tunables};
-use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId};
+use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId, Sector};
+use std::collections::VecDeque;
 
 /// A new read may be passed by about 128 seeks (2048 / 16): `ELEVATOR_LINUS`
 /// read passovers in include/linux/elevator.h, 2.4.20.
@@ -116,11 +117,17 @@ pub const TYPE: SchedulerType = SchedulerType {
     build: |t, limits| Box::new(Linus24::from_tunables(t, limits)),
 };
 
-/// A queued request and what is left of its budget (`elevator_sequence`).
-#[derive(Debug)]
-struct Queued {
-    request: Request,
+/// A queued request as the scan sees it: its extent, direction and what
+/// is left of its budget (`elevator_sequence`). The request itself waits
+/// in `Linus24::requests`; the list stays small for the scans.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    sector: Sector,
+    end: Sector,
     sequence: i64,
+    write: bool,
+    /// Index into `Linus24::requests`.
+    at: usize,
 }
 
 /// What the scan found.
@@ -136,7 +143,10 @@ enum Found {
 #[derive(Debug)]
 pub struct Linus24 {
     /// Index 0 is the head, served next.
-    list: Vec<Queued>,
+    list: VecDeque<Slot>,
+    /// The queued requests, by `Slot::at`; `None` marks a free entry.
+    requests: Vec<Option<Request>>,
+    free: Vec<usize>,
     read_latency: i64,
     write_latency: i64,
     max_bomb_segments: i64,
@@ -150,7 +160,9 @@ fn is_write(r: &Request) -> bool {
 impl Linus24 {
     pub fn from_tunables(t: &Tunables, limits: &QueueLimits) -> Self {
         Linus24 {
-            list: Vec::new(),
+            list: VecDeque::new(),
+            requests: Vec::new(),
+            free: Vec::new(),
             read_latency: t.get("read_latency"),
             write_latency: t.get("write_latency"),
             max_bomb_segments: t.get("max_bomb_segments"),
@@ -172,8 +184,30 @@ impl Linus24 {
     pub fn sequences(&self) -> Vec<(RequestId, i64)> {
         self.list
             .iter()
-            .map(|q| (q.request.id, q.sequence))
+            .map(|q| (self.request(q).id, q.sequence))
             .collect()
+    }
+
+    fn request(&self, slot: &Slot) -> &Request {
+        self.requests[slot.at].as_ref().expect("queued")
+    }
+
+    fn store(&mut self, request: Request) -> usize {
+        match self.free.pop() {
+            Some(at) => {
+                self.requests[at] = Some(request);
+                at
+            }
+            None => {
+                self.requests.push(Some(request));
+                self.requests.len() - 1
+            }
+        }
+    }
+
+    fn take(&mut self, slot: Slot) -> Request {
+        self.free.push(slot.at);
+        self.requests[slot.at].take().expect("queued")
     }
 
     fn latency(&self, r: &Request) -> i64 {
@@ -184,24 +218,24 @@ impl Linus24 {
         }
     }
 
-    /// Whether `a` and `b` may become one request, ignoring adjacency:
-    /// same direction and within max_sectors as in 2.4, and (2.4 had
-    /// neither) the same sync flag and group, since a merged request
-    /// carries one of each; no flushes.
-    fn mergeable(&self, a: &Request, b: &Request) -> bool {
-        self.rule.compatible(a, b)
+    /// Whether the request in `slot` and `b` may become one request,
+    /// ignoring adjacency: same direction and within max_sectors as in 2.4,
+    /// and (2.4 had neither) the same sync flag and group, since a merged
+    /// request carries one of each; no flushes.
+    fn mergeable(&self, slot: &Slot, b: &Request) -> bool {
+        self.rule.compatible(self.request(slot), b)
     }
 
     /// Whether a request at `sector` belongs right after `list[i]`
     /// (kernel `bh_rq_in_between`): strictly between it and its successor,
     /// or, where a sweep ends at `i`, above it or below the next sweep's
     /// start. Never after the tail: that is the fallback, not a choice.
-    fn in_between(&self, sector: u64, i: usize) -> bool {
+    fn in_between(&self, sector: Sector, i: usize) -> bool {
         let Some(next) = self.list.get(i + 1) else {
             return false;
         };
-        let here = self.list[i].request.sector;
-        let next = next.request.sector;
+        let here = self.list[i].sector;
+        let next = next.sector;
         if sector < next && sector > here {
             return true;
         }
@@ -212,30 +246,31 @@ impl Linus24 {
     }
 
     /// The scan from the tail (kernel `elevator_linus_merge`).
-    fn scan(&mut self, new: &Request) -> (Found, bool) {
+    fn scan(&self, new: &Request) -> (Found, bool) {
         let mut insert_after = None;
         let mut merge_only = false;
         let mut passed_a_read = false;
         let flush = new.op == Op::Flush;
+        let front_end = new.sector + u64::from(new.sectors);
         for i in (0..self.list.len()).rev() {
+            let q = &self.list[i];
             // No new request may pass one whose budget is used up.
-            if self.list[i].sequence <= 0 {
+            if q.sequence <= 0 {
                 merge_only = true;
             }
             if insert_after.is_none() && !merge_only && self.in_between(new.sector, i) {
                 insert_after = Some(i);
             }
-            let q = &self.list[i].request;
-            if !is_write(q) {
+            if !q.write {
                 passed_a_read = true;
             }
-            if flush || !self.mergeable(q, new) {
+            if flush {
                 continue;
             }
-            if q.end() == new.sector {
+            if q.end == new.sector && self.mergeable(q, new) {
                 return (Found::Back(i), passed_a_read);
             }
-            if q.sector.checked_sub(u64::from(new.sectors)) == Some(new.sector) {
+            if q.sector == front_end && self.mergeable(q, new) {
                 return (Found::Front(i), passed_a_read);
             }
         }
@@ -244,7 +279,7 @@ impl Linus24 {
 
     /// Charge `cost` to every request behind index `i`.
     fn charge_behind(&mut self, i: usize, cost: i64) {
-        for q in &mut self.list[i + 1..] {
+        for q in self.list.range_mut(i + 1..) {
             q.sequence -= cost;
         }
     }
@@ -252,20 +287,21 @@ impl Linus24 {
     /// Merge `list[i + 1]` into `list[i]` if they now touch (kernel
     /// `attempt_merge`); the survivor keeps the smaller budget.
     fn attempt_merge(&mut self, i: usize) {
-        let Some(next) = self.list.get(i + 1) else {
+        let Some(&next) = self.list.get(i + 1) else {
             return;
         };
-        let here = &self.list[i];
-        if here.request.end() != next.request.sector
-            || !self.mergeable(&here.request, &next.request)
-        {
+        let here = self.list[i];
+        if here.end != next.sector || !self.mergeable(&here, self.request(&next)) {
             return;
         }
-        let next = self.list.remove(i + 1);
+        self.list.remove(i + 1);
+        let gone = self.take(next);
         let here = &mut self.list[i];
         here.sequence = here.sequence.min(next.sequence);
-        here.request.sectors += next.request.sectors;
-        here.request.merged.extend(next.request.ids());
+        here.end = next.end;
+        let survivor = self.requests[here.at].as_mut().expect("queued");
+        survivor.sectors += gone.sectors;
+        survivor.merged.extend(gone.ids());
     }
 
     /// read-latency2: move an unmerged read forward to just behind the
@@ -276,8 +312,9 @@ impl Linus24 {
             if Some(i) == insert_after {
                 break;
             }
-            if is_write(&q.request) {
-                weight += 1 + i64::from(q.request.sectors / 64);
+            if q.write {
+                let sectors = (q.end - q.sector) as i64;
+                weight += 1 + sectors / 64;
                 if weight >= self.max_bomb_segments {
                     return Some(i);
                 }
@@ -297,15 +334,19 @@ impl Scheduler for Linus24 {
         match found {
             Found::Back(i) => {
                 self.charge_behind(i, MERGE_COST);
-                let q = &mut self.list[i].request;
+                let slot = &mut self.list[i];
+                slot.end += u64::from(request.sectors);
+                let q = self.requests[slot.at].as_mut().expect("queued");
                 q.sectors += request.sectors;
                 q.merged.extend(request.ids());
                 self.attempt_merge(i);
             }
             Found::Front(i) => {
-                self.list[i].sequence -= MERGE_COST;
                 self.charge_behind(i, MERGE_COST);
-                let q = &mut self.list[i].request;
+                let slot = &mut self.list[i];
+                slot.sequence -= MERGE_COST;
+                slot.sector = request.sector;
+                let q = self.requests[slot.at].as_mut().expect("queued");
                 q.sector = request.sector;
                 q.sectors += request.sectors;
                 q.merged.extend(request.ids());
@@ -321,18 +362,23 @@ impl Scheduler for Linus24 {
                 if self.max_bomb_segments > 0 && !is_write(&request) && !passed_a_read {
                     after = self.bomb_position(insert_after);
                 }
-                let at = after.map_or(self.list.len(), |i| i + 1);
-                let sequence = self.latency(&request);
-                self.list.insert(at, Queued { request, sequence });
+                let index = after.map_or(self.list.len(), |i| i + 1);
+                let slot = Slot {
+                    sector: request.sector,
+                    end: request.end(),
+                    sequence: self.latency(&request),
+                    write: is_write(&request),
+                    at: self.store(request),
+                };
+                self.list.insert(index, slot);
             }
         }
     }
 
     fn dispatch(&mut self, _now: Instant) -> Dispatch {
-        if self.list.is_empty() {
-            Dispatch::Empty
-        } else {
-            Dispatch::Request(self.list.remove(0).request)
+        match self.list.pop_front() {
+            Some(slot) => Dispatch::Request(self.take(slot)),
+            None => Dispatch::Empty,
         }
     }
 
@@ -357,13 +403,17 @@ mod tests {
     use super::*;
 
     fn order(s: &Linus24) -> Vec<u64> {
-        s.list.iter().map(|q| q.request.id.0).collect()
+        s.list.iter().map(|q| s.request(q).id.0).collect()
+    }
+
+    fn at(s: &Linus24, i: usize) -> &Request {
+        s.request(&s.list[i])
     }
 
     fn seq(s: &Linus24, id: u64) -> i64 {
         s.list
             .iter()
-            .find(|q| q.request.id.0 == id)
+            .find(|q| s.request(q).id.0 == id)
             .expect("queued")
             .sequence
     }
@@ -431,7 +481,7 @@ mod tests {
         // then touches 1 and is swallowed by it.
         s.insert(Request::write(4, 1, 108, 8), t);
         assert_eq!(order(&s), vec![1, 3]);
-        let r = &s.list[0].request;
+        let r = at(&s, 0);
         assert_eq!((r.sector, r.sectors), (100, 24));
         // 2 was charged 1 for the merge; the survivor keeps the smaller budget.
         assert_eq!(seq(&s, 1), 8192 - 1);
@@ -440,11 +490,11 @@ mod tests {
         // Front merge into 3: 3 itself pays 1.
         s.insert(Request::read(5, 1, 492, 8), t);
         assert_eq!(seq(&s, 3), 2048 - 2);
-        assert_eq!(s.list[1].request.sector, 492);
+        assert_eq!(at(&s, 1).sector, 492);
         // Reads and writes do not merge.
         s.insert(Request::read(6, 1, 124, 8), t);
         assert_eq!(s.queued(), 3);
-        let mut ids: Vec<u64> = s.list[0].request.ids().map(|i| i.0).collect();
+        let mut ids: Vec<u64> = at(&s, 0).ids().map(|i| i.0).collect();
         ids.sort();
         assert_eq!(ids, vec![1, 2, 4]);
     }
@@ -464,7 +514,7 @@ mod tests {
         // A merge ahead of it is still allowed.
         s.insert(Request::write(6, 2, 2008, 8), t);
         assert_eq!(order(&s), vec![1, 3, 4, 2, 5]);
-        assert_eq!(s.list[2].request.sectors, 16);
+        assert_eq!(at(&s, 2).sectors, 16);
         assert_eq!(seq(&s, 2), -1);
     }
 
