@@ -3,7 +3,7 @@
 use crate::error::{key_on_line, line_of, ScenarioError};
 use crate::result::{Metric, Reduce, ResultSpec};
 use crate::units::{parse_duration, parse_size};
-use elevator_core::{Duration, IoPrio, SECTOR_SIZE};
+use elevator_core::{Duration, GroupId, GroupTree, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE};
 use elevator_workload::Pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -35,7 +35,27 @@ struct RawScenario {
     #[serde(default)]
     block: RawBlock,
     #[serde(default)]
+    group: Vec<RawGroup>,
+    sweep: Option<RawSweep>,
+    #[serde(default)]
     job: Vec<RawJob>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: S<String>,
+    parent: Option<S<String>>,
+    weight: Option<S<i64>>,
+    io_max: Option<S<String>>,
+    latency_target: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSweep {
+    job: S<String>,
+    count: S<Vec<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -73,6 +93,7 @@ struct RawJob {
     start: Option<S<String>>,
     sync: Option<bool>,
     background: Option<bool>,
+    group: Option<S<String>>,
 }
 
 /// A validated job description; `count` instances become tasks.
@@ -97,6 +118,14 @@ pub struct JobTemplate {
     pub start: Duration,
     pub sync_writes: bool,
     pub background: bool,
+    pub group: GroupId,
+}
+
+/// Run the scenario once per count of one job's instances.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sweep {
+    pub job: String,
+    pub counts: Vec<u32>,
 }
 
 /// A validated scenario.
@@ -114,6 +143,9 @@ pub struct Scenario {
     /// Tunable overrides per policy, already checked against the registry.
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
     pub nr_requests: Option<usize>,
+    /// The control groups (just the root unless the file declares some).
+    pub groups: GroupTree,
+    pub sweep: Option<Sweep>,
     pub jobs: Vec<JobTemplate>,
 }
 
@@ -212,10 +244,27 @@ impl Scenario {
             None => None,
         };
 
+        let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
         for j in &raw.job {
-            jobs.push(job(&cx, j)?);
+            jobs.push(job(&cx, j, &groups)?);
         }
+        let sweep = match &raw.sweep {
+            None => None,
+            Some(sw) => {
+                if !jobs.iter().any(|j| &j.name == sw.job.get_ref()) {
+                    return Err(cx.at(&sw.job, "sweep.job", format!("no job named {:?}", sw.job.get_ref())));
+                }
+                let counts = sw.count.get_ref();
+                if counts.is_empty() || counts.iter().any(|&c| !(1..=4096).contains(&c)) {
+                    return Err(cx.at(&sw.count, "sweep.count", "a list of instance counts, each 1..=4096"));
+                }
+                Some(Sweep {
+                    job: sw.job.get_ref().clone(),
+                    counts: counts.iter().map(|&c| c as u32).collect(),
+                })
+            }
+        };
         if jobs.iter().all(|j| j.background) {
             return Err(ScenarioError::new(
                 file,
@@ -240,6 +289,8 @@ impl Scenario {
             published: raw.published,
             tunables,
             nr_requests,
+            groups,
+            sweep,
             jobs,
         })
     }
@@ -287,7 +338,44 @@ fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioEr
     })
 }
 
-fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
+/// The `[[group]]` sections as a tree; parents must come first.
+fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError> {
+    let mut tree = GroupTree::default();
+    for g in raw {
+        let name = g.name.get_ref();
+        if name.is_empty() || name.contains(char::is_whitespace) || tree.find(name).is_some() {
+            return Err(cx.at(&g.name, "group.name", format!("{name:?}: a group name is one word, unique, and not \"root\"")));
+        }
+        let parent = match &g.parent {
+            None => GroupId::ROOT,
+            Some(p) => tree.find(p.get_ref()).ok_or_else(|| {
+                cx.at(p, "group.parent", format!("no group {:?} declared above this one", p.get_ref()))
+            })?,
+        };
+        let weight = match &g.weight {
+            Some(w) => cx.int(w, "group.weight", 1, i64::from(MAX_WEIGHT))? as u32,
+            None => DEFAULT_WEIGHT,
+        };
+        let max = match &g.io_max {
+            Some(m) => m
+                .get_ref()
+                .parse::<IoMax>()
+                .map_err(|e| cx.at(m, "group.io_max", e.to_string()))?,
+            None => IoMax::default(),
+        };
+        let id = tree.add(name, parent, weight, max);
+        if let Some(t) = &g.latency_target {
+            let target = cx.duration(t, "group.latency_target")?;
+            if target == Duration::ZERO {
+                return Err(cx.at(t, "group.latency_target", "must be positive"));
+            }
+            tree.set_latency_target(id, Some(target));
+        }
+    }
+    Ok(tree)
+}
+
+fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, ScenarioError> {
     let name = j.name.get_ref().clone();
     if name.is_empty() || name.contains(char::is_whitespace) {
         return Err(cx.at(&j.name, "job.name", "a job name is one word"));
@@ -403,5 +491,11 @@ fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
             .unwrap_or(Duration::ZERO),
         sync_writes: j.sync.unwrap_or(true),
         background,
+        group: match &j.group {
+            None => GroupId::ROOT,
+            Some(g) => groups
+                .find(g.get_ref())
+                .ok_or_else(|| cx.at(g, "job.group", format!("no group named {:?}", g.get_ref())))?,
+        },
     })
 }

@@ -143,6 +143,7 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::linus24::TYPE,
         policy::deadline::TYPE,
         policy::anticipatory::TYPE,
+        policy::bfq::TYPE,
     ]
 }
 

@@ -1,7 +1,7 @@
 //! The event loop.
 
 use crate::workload::{Completion, Io, Workload};
-use elevator_core::{Instant, Op, Request, RequestId, Sector, TaskId};
+use elevator_core::{Duration, Instant, Op, Request, RequestId, Sector, TaskId};
 use elevator_device::{Device, DeviceStats};
 use elevator_sched::{Dispatch, Scheduler};
 use rustc_hash::FxHashMap;
@@ -83,6 +83,7 @@ pub struct Engine {
     allocated: [usize; 2],
     waiting: [VecDeque<Request>; 2],
     completed: u64,
+    last_completion: Instant,
     // Scratch buffers reused across workload calls.
     submitted: Vec<Request>,
     armed: Vec<(Instant, u64)>,
@@ -105,6 +106,7 @@ impl Engine {
             allocated: [0, 0],
             waiting: [VecDeque::new(), VecDeque::new()],
             completed: 0,
+            last_completion: Instant::ZERO,
             submitted: Vec::new(),
             armed: Vec::new(),
             exited: Vec::new(),
@@ -265,6 +267,9 @@ impl Engine {
             };
             self.insert(next);
         }
+        let service = self.now.since(dispatched.max(self.last_completion));
+        self.last_completion = self.now;
+        let total_sectors = u64::from(request.sectors.max(1));
         for part_id in request.ids() {
             let part = self.parts.remove(&part_id).unwrap_or_else(|| {
                 panic!("request {part_id:?} completed twice or never submitted")
@@ -279,6 +284,9 @@ impl Engine {
                 submitted: part.submitted,
                 dispatched,
                 completed: self.now,
+                disk_time: Duration(
+                    (u128::from(service.nanos()) * u128::from(part.sectors) / u128::from(total_sectors)) as u64,
+                ),
             };
             self.call(workload, |w, io| w.completed(&done, io));
         }
