@@ -1216,7 +1216,11 @@ mod tests {
         let mut reads = 0;
         while now < 2000 {
             for task in [1u32, 2] {
-                if !s.tasks.get(&TaskId(task)).is_some_and(|t| t.nr_queued > 0) {
+                let idle = match s.tasks.get(&TaskId(task)) {
+                    Some(t) => t.nr_queued == 0,
+                    None => true,
+                };
+                if idle {
                     s.insert(
                         Request::read(id, task, u64::from(task) * 10_000_000 + id * 8, 8),
                         at(now),
