@@ -140,7 +140,9 @@ impl SchedulerType {
 pub fn registry() -> &'static [SchedulerType] {
     &[
         policy::noop::TYPE,
+        policy::linus24::TYPE,
         policy::deadline::TYPE,
+        policy::anticipatory::TYPE,
         policy::bfq::TYPE,
     ]
 }
