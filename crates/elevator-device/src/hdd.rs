@@ -7,7 +7,7 @@
 //! track skew), minus what the buffer saves:
 //!
 //! * **Seek**: a √/linear curve fitted to the datasheet's track-to-track,
-//!   average and full-stroke times ([`seek`]).
+//!   average and full-stroke times, or a measured table ([`seek`]).
 //! * **Rotation**: the angle is `(t mod T) / T`, a pure function of time;
 //!   no random draw ([`geometry`]).
 //! * **Zoned recording**: sectors per track fall from LBA 0 (outer) inward.
@@ -46,7 +46,7 @@ use crate::{Device, DeviceStats};
 use cache::{DirtySet, Lookup, Segments};
 use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId, Sector, SECTOR_SIZE};
 use geometry::{Geometry, Place, ZoneSpec};
-use seek::SeekCurve;
+use seek::Seek;
 
 /// Everything a disk model is built from (validated by the profile
 /// loader).
@@ -56,7 +56,7 @@ pub(crate) struct HddParams {
     pub rpm: u32,
     pub surfaces: u32,
     pub zones: Vec<ZoneSpec>,
-    pub seek: SeekCurve,
+    pub seek: Seek,
     pub head_switch: Duration,
     pub cylinder_switch: Duration,
     pub write_settle: Duration,
@@ -429,7 +429,11 @@ impl Hdd {
             origin_at: arrive,
             limit,
         });
-        (ready + self.bus(len)).max(media_end + self.bus(1))
+        // Sectors go to the host as they come off the media, no faster than
+        // the interface allows: the slower of the two sets the end.
+        (ready + self.bus(len))
+            .max(arrive + self.bus(job.end - from))
+            .max(media_end + self.bus(1))
     }
 
     fn run_write_through(&mut self, job: &Job, t: Instant) -> Instant {
@@ -511,9 +515,8 @@ impl Hdd {
                 continue;
             }
             if self.p.write_cache && !self.dirty.is_empty() {
-                // Idle: read-ahead fills its segment first, then the drive
-                // writes back.
-                let s = self.free_at.max(self.readahead_end());
+                // Idle: write back at once; destaging stops read-ahead.
+                let s = self.free_at;
                 if s < now {
                     self.free_at = self.destage_one(s);
                     continue;
