@@ -17,9 +17,9 @@
 //!   elapsed, when the next command arrives; a read that continues the
 //!   stream is served as the head reaches it, without repositioning.
 //! * **Write cache**: with it on, a write completes once its data is in the
-//!   buffer; dirty runs are written back (destaged) in C-LOOK order while
-//!   the drive is idle, or in the foreground when the buffer is full or a
-//!   flush arrives. With it off, a write completes when it is on the media.
+//!   buffer; dirty runs are written back (destaged) in C-LOOK order as
+//!   soon as the drive is idle (which ends any read-ahead), or in the
+//!   foreground when the buffer is full or a flush arrives. With it off, a write completes when it is on the media.
 //! * **Queueing**: depth 1 is plain FIFO; with NCQ the drive picks the
 //!   queued command with the shortest positioning time (SPTF), with an age
 //!   limit against starvation. A flush is a barrier: commands queued before
@@ -229,17 +229,6 @@ impl Hdd {
         let span = ra.limit.saturating_sub(ra.origin);
         let done = self.geo.sectors_done(ra.origin, ra.origin_at, t, span);
         (ra.origin + done, done < span)
-    }
-
-    /// When the read-ahead fills its segment (or now, if none runs).
-    fn readahead_end(&self) -> Instant {
-        match &self.readahead {
-            Some(ra) => {
-                let span = ra.limit.saturating_sub(ra.origin);
-                self.geo.run_end(ra.origin, span, ra.origin_at)
-            }
-            None => Instant::ZERO,
-        }
     }
 
     /// Account for the read-ahead done by `t`: grow its segment, move the
