@@ -19,7 +19,8 @@
 //! * **Write cache**: with it on, a write completes once its data is in the
 //!   buffer; dirty runs are written back (destaged) in C-LOOK order as
 //!   soon as the drive is idle (which ends any read-ahead), or in the
-//!   foreground when the buffer is full or a flush arrives. With it off, a write completes when it is on the media.
+//!   foreground when the buffer is full or a flush arrives. With it off,
+//!   a write completes when it is on the media.
 //! * **Queueing**: depth 1 is plain FIFO; with NCQ the drive picks the
 //!   queued command with the shortest positioning time (SPTF), with an age
 //!   limit against starvation. A flush is a barrier: commands queued before
@@ -31,6 +32,17 @@
 //! chosen when the mechanism frees up; when a command arrives while the
 //! drive is destaging on its own, it is committed at once so that its
 //! completion time is known to [`Device::next_completion`].
+//!
+//! Simplifications: spare cylinders and slipped sectors are not laid out;
+//! the SPTF key treats a read of dirty data as a miss (it is still served
+//! from the buffer); a flush waits for everything dirty, not only for what
+//! was acknowledged before it.
+//!
+//! Validation: replaying DiskSim's `ibm18es.trace` (10 000 requests with
+//! the real drive's measured service times) against the `ibm18es` profile
+//! gives a mean service time within 2 % of the measured one and a demerit
+//! (RMS distance between the two distributions) of 0.18 ms, against 0.135
+//! ms for DiskSim's own model (`tests/calibration.rs`).
 //!
 //! Invariants: at most one mechanical operation at a time; whenever a
 //! command is queued, a host command is running on the mechanism and its
@@ -576,5 +588,115 @@ impl Device for Hdd {
 
     fn stats(&self) -> DeviceStats {
         self.done.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{parse, Device};
+    use elevator_core::{Instant, Op, Request, RequestId};
+
+    fn profile(name: &str, edit: impl Fn(String) -> String) -> Box<dyn Device> {
+        let text = match name {
+            "ide-2003" => include_str!("../profiles/ide-2003.toml"),
+            _ => include_str!("../profiles/sata-hdd.toml"),
+        };
+        parse(name, &edit(text.to_string())).unwrap()
+    }
+
+    fn req(id: u64, op: Op, sector: u64, sectors: u32) -> Request {
+        let mut r = Request::read(id, 0, sector, sectors);
+        r.op = op;
+        r
+    }
+
+    /// Submit `r` at `now` on an idle device and return when it completes.
+    fn serve(dev: &mut dyn Device, r: &Request, now: Instant) -> Instant {
+        dev.submit(r, now);
+        let due = dev.next_completion().unwrap();
+        assert_eq!(dev.complete(due), Some(r.id));
+        due
+    }
+
+    #[test]
+    fn without_write_cache_each_sequential_write_waits_a_revolution() {
+        let mut dev = profile("ide-2003", |t| {
+            t.replace("write_cache = true", "write_cache = false")
+        });
+        let mut now = Instant::ZERO;
+        let mut times = Vec::new();
+        for k in 0..20 {
+            let done = serve(dev.as_mut(), &req(k, Op::Write, 1_000_000 + k * 8, 8), now);
+            times.push(done.since(now).as_millis_f64());
+            now = done;
+        }
+        // After the first, each write just misses its sector: one
+        // revolution (8.33 ms) less the overhead, plus the transfer.
+        for t in &times[1..] {
+            assert!((7.5..9.0).contains(t), "{times:?}");
+        }
+    }
+
+    #[test]
+    fn idle_time_destages_so_a_later_flush_is_quick() {
+        let mut dev = profile("ide-2003", |t| t);
+        let mut now = Instant::ZERO;
+        for k in 0..16 {
+            now = serve(dev.as_mut(), &req(k, Op::Write, k * 1_000_000, 8), now);
+        }
+        // One second of idleness is plenty to write 16 blocks back.
+        let later = now + elevator_core::Duration::from_secs(1);
+        let done = serve(dev.as_mut(), &req(99, Op::Flush, 0, 0), later);
+        assert!(done.since(later).as_millis_f64() < 0.1);
+        assert!(dev.stats().seeks >= 15);
+    }
+
+    #[test]
+    fn a_queued_flush_is_a_barrier() {
+        let mut dev = profile("sata-hdd", |t| t);
+        let cap = dev.limits().capacity;
+        let now = Instant::ZERO;
+        // Three scattered reads, a flush, then two more reads: the flush
+        // completes after the first three and before the last two.
+        for (id, op, frac) in [
+            (1, Op::Read, 0.9),
+            (2, Op::Read, 0.1),
+            (3, Op::Read, 0.5),
+            (4, Op::Flush, 0.0),
+            (5, Op::Read, 0.11),
+            (6, Op::Read, 0.89),
+        ] {
+            let sector = (cap as f64 * frac) as u64 / 8 * 8;
+            dev.submit(&req(id, op, sector, 8), now);
+        }
+        let mut order = Vec::new();
+        while let Some(t) = dev.next_completion() {
+            while let Some(RequestId(id)) = dev.complete(t) {
+                order.push(id);
+            }
+        }
+        let flush_at = order.iter().position(|&i| i == 4).unwrap();
+        assert_eq!(flush_at, 3, "{order:?}");
+        assert_eq!(dev.in_flight(), 0);
+        assert_eq!(dev.stats().requests, 6);
+    }
+
+    #[test]
+    fn sptf_serves_the_nearest_first() {
+        let mut dev = profile("sata-hdd", |t| t);
+        let cap = dev.limits().capacity;
+        let sector = |f: f64| (cap as f64 * f) as u64 / 8 * 8;
+        // The heads start at cylinder 0: after the first read, the near
+        // request goes before the far one queued earlier.
+        dev.submit(&req(1, Op::Read, sector(0.3), 8), Instant::ZERO);
+        dev.submit(&req(2, Op::Read, sector(0.95), 8), Instant::ZERO);
+        dev.submit(&req(3, Op::Read, sector(0.31), 8), Instant::ZERO);
+        let mut order = Vec::new();
+        while let Some(t) = dev.next_completion() {
+            while let Some(RequestId(id)) = dev.complete(t) {
+                order.push(id);
+            }
+        }
+        assert_eq!(order, vec![1, 3, 2]);
     }
 }
