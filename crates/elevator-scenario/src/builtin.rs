@@ -9,9 +9,13 @@ macro_rules! scenarios {
 }
 
 /// (name, TOML text) of every built-in scenario.
+#[rustfmt::skip]
 const BUILTIN: &[(&str, &str)] = scenarios![
     "ten-streaming-readers",
     "streaming-write-vs-reader",
+    "group-read-limits",
+    "group-read-unlimited",
+    "group-random-vs-sequential",
     "morton-1-parallel-streaming-reads",
     "morton-1b-parallel-streaming-reads-8k",
     "morton-2-streaming-write-vs-interactivity",

@@ -3,7 +3,9 @@
 use crate::error::{key_on_line, line_of, ScenarioError};
 use crate::result::{Metric, Reduce, ResultSpec};
 use crate::units::{parse_duration, parse_size};
-use elevator_core::{Duration, IoPrio, SECTOR_SIZE};
+use elevator_core::{
+    Duration, GroupId, GroupTree, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
+};
 use elevator_workload::Pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -35,6 +37,9 @@ struct RawScenario {
     #[serde(default)]
     block: RawBlock,
     #[serde(default)]
+    group: Vec<RawGroup>,
+    sweep: Option<RawSweep>,
+    #[serde(default)]
     job: Vec<RawJob>,
     host: Option<S<crate::host::RawHost>>,
     #[serde(default)]
@@ -45,11 +50,29 @@ struct RawScenario {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: S<String>,
+    parent: Option<S<String>>,
+    weight: Option<S<i64>>,
+    io_max: Option<S<String>>,
+    latency_target: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSweep {
+    job: S<String>,
+    count: S<Vec<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawResult {
     name: String,
     unit: String,
     metric: S<String>,
     job: Option<S<String>>,
+    group: Option<S<String>>,
     reduce: Option<S<String>>,
 }
 
@@ -78,6 +101,7 @@ struct RawJob {
     start: Option<S<String>>,
     sync: Option<bool>,
     background: Option<bool>,
+    group: Option<S<String>>,
 }
 
 /// A validated job description; `count` instances become tasks.
@@ -102,6 +126,14 @@ pub struct JobTemplate {
     pub start: Duration,
     pub sync_writes: bool,
     pub background: bool,
+    pub group: GroupId,
+}
+
+/// Run the scenario once per count of one job's instances.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sweep {
+    pub job: String,
+    pub counts: Vec<u32>,
 }
 
 /// A validated scenario.
@@ -119,6 +151,9 @@ pub struct Scenario {
     /// Tunable overrides per policy, already checked against the registry.
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
     pub nr_requests: Option<usize>,
+    /// The control groups (just the root unless the file declares some).
+    pub groups: GroupTree,
+    pub sweep: Option<Sweep>,
     pub jobs: Vec<JobTemplate>,
     /// The host, its file sets and its processes, if the scenario has any.
     pub host: Option<crate::host::HostSpec>,
@@ -132,7 +167,12 @@ pub(crate) struct Ctx<'a> {
 
 impl Ctx<'_> {
     pub(crate) fn at<T>(&self, v: &S<T>, key: &str, message: impl Into<String>) -> ScenarioError {
-        ScenarioError::new(self.file, Some(line_of(self.text, v.span().start)), Some(key), message)
+        ScenarioError::new(
+            self.file,
+            Some(line_of(self.text, v.span().start)),
+            Some(key),
+            message,
+        )
     }
     pub(crate) fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
         parse_size(v.get_ref()).map_err(|m| self.at(v, key, m))
@@ -188,8 +228,16 @@ impl Scenario {
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
             let Some(t) = elevator_sched::find(policy) else {
-                let at = values.values().next().map(|v| line_of(text, v.span().start));
-                return Err(ScenarioError::new(file, at, Some(&format!("sched.{policy}")), unknown_policy(policy)));
+                let at = values
+                    .values()
+                    .next()
+                    .map(|v| line_of(text, v.span().start));
+                return Err(ScenarioError::new(
+                    file,
+                    at,
+                    Some(&format!("sched.{policy}")),
+                    unknown_policy(policy),
+                ));
             };
             let mut resolved = BTreeMap::new();
             for (name, value) in values {
@@ -206,10 +254,35 @@ impl Scenario {
             None => None,
         };
 
+        let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
         for j in &raw.job {
-            jobs.push(job(&cx, j)?);
+            jobs.push(job(&cx, j, &groups)?);
         }
+        let sweep = match &raw.sweep {
+            None => None,
+            Some(sw) => {
+                if !jobs.iter().any(|j| &j.name == sw.job.get_ref()) {
+                    return Err(cx.at(
+                        &sw.job,
+                        "sweep.job",
+                        format!("no job named {:?}", sw.job.get_ref()),
+                    ));
+                }
+                let counts = sw.count.get_ref();
+                if counts.is_empty() || counts.iter().any(|&c| !(1..=4096).contains(&c)) {
+                    return Err(cx.at(
+                        &sw.count,
+                        "sweep.count",
+                        "a list of instance counts, each 1..=4096",
+                    ));
+                }
+                Some(Sweep {
+                    job: sw.job.get_ref().clone(),
+                    counts: counts.iter().map(|&c| c as u32).collect(),
+                })
+            }
+        };
         let host = crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process)?;
         let measured_jobs = jobs.iter().filter(|j| !j.background).count();
         let measured_procs = host.as_ref().map_or(0, |h| h.processes.iter().filter(|p| !p.background).count());
@@ -225,7 +298,7 @@ impl Scenario {
         if let Some(h) = &host {
             names.extend(h.processes.iter().map(|p| p.name.clone()));
         }
-        let result = ResultSpec::parse(&cx_result(&cx, &raw.result)?, &names)
+        let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &names)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
 
         Ok(Scenario {
@@ -240,6 +313,8 @@ impl Scenario {
             published: raw.published,
             tunables,
             nr_requests,
+            groups,
+            sweep,
             jobs,
             host,
         })
@@ -257,17 +332,26 @@ pub(crate) struct RawResultChecked {
     pub unit: String,
     pub metric: Metric,
     pub job: Option<String>,
+    pub group: Option<String>,
     pub reduce: Option<Reduce>,
 }
 
-fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioError> {
+fn cx_result(
+    cx: &Ctx<'_>,
+    r: &RawResult,
+    groups: &GroupTree,
+) -> Result<RawResultChecked, ScenarioError> {
     let metric = r
         .metric
         .get_ref()
         .parse::<Metric>()
         .map_err(|m| cx.at(&r.metric, "result.metric", m))?;
     let reduce = match &r.reduce {
-        Some(x) => Some(x.get_ref().parse::<Reduce>().map_err(|m| cx.at(x, "result.reduce", m))?),
+        Some(x) => Some(
+            x.get_ref()
+                .parse::<Reduce>()
+                .map_err(|m| cx.at(x, "result.reduce", m))?,
+        ),
         None => None,
     };
     if let Some(j) = &r.job {
@@ -275,16 +359,74 @@ fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioEr
             return Err(cx.at(j, "result.job", "empty job name"));
         }
     }
+    if let Some(g) = &r.group {
+        if r.job.is_some() {
+            return Err(cx.at(g, "result.group", "name a job or a group, not both"));
+        }
+        if groups.find(g.get_ref()).is_none() {
+            return Err(cx.at(
+                g,
+                "result.group",
+                format!("no group named {:?}", g.get_ref()),
+            ));
+        }
+    }
     Ok(RawResultChecked {
         name: r.name.clone(),
         unit: r.unit.clone(),
         metric,
         job: r.job.as_ref().map(|j| j.get_ref().clone()),
+        group: r.group.as_ref().map(|g| g.get_ref().clone()),
         reduce,
     })
 }
 
-fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
+/// The `[[group]]` sections as a tree; parents must come first.
+fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError> {
+    let mut tree = GroupTree::default();
+    for g in raw {
+        let name = g.name.get_ref();
+        if name.is_empty() || name.contains(char::is_whitespace) || tree.find(name).is_some() {
+            return Err(cx.at(
+                &g.name,
+                "group.name",
+                format!("{name:?}: a group name is one word, unique, and not \"root\""),
+            ));
+        }
+        let parent = match &g.parent {
+            None => GroupId::ROOT,
+            Some(p) => tree.find(p.get_ref()).ok_or_else(|| {
+                cx.at(
+                    p,
+                    "group.parent",
+                    format!("no group {:?} declared above this one", p.get_ref()),
+                )
+            })?,
+        };
+        let weight = match &g.weight {
+            Some(w) => cx.int(w, "group.weight", 1, i64::from(MAX_WEIGHT))? as u32,
+            None => DEFAULT_WEIGHT,
+        };
+        let max = match &g.io_max {
+            Some(m) => m
+                .get_ref()
+                .parse::<IoMax>()
+                .map_err(|e| cx.at(m, "group.io_max", e.to_string()))?,
+            None => IoMax::default(),
+        };
+        let id = tree.add(name, parent, weight, max);
+        if let Some(t) = &g.latency_target {
+            let target = cx.duration(t, "group.latency_target")?;
+            if target == Duration::ZERO {
+                return Err(cx.at(t, "group.latency_target", "must be positive"));
+            }
+            tree.set_latency_target(id, Some(target));
+        }
+    }
+    Ok(tree)
+}
+
+fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, ScenarioError> {
     let name = j.name.get_ref().clone();
     if name.is_empty() || name.contains(char::is_whitespace) {
         return Err(cx.at(&j.name, "job.name", "a job name is one word"));
@@ -310,17 +452,41 @@ fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
     };
     let bs = cx.size(&j.bs, "job.bs")?;
     if bs == 0 || bs % SECTOR_SIZE != 0 || bs > 64 << 20 {
-        return Err(cx.at(&j.bs, "job.bs", "block size must be a multiple of 512 bytes, at most 64m"));
+        return Err(cx.at(
+            &j.bs,
+            "job.bs",
+            "block size must be a multiple of 512 bytes, at most 64m",
+        ));
     }
-    let size = j.size.as_ref().map(|s| cx.size(s, "job.size")).transpose()?;
-    let runtime = j.runtime.as_ref().map(|s| cx.duration(s, "job.runtime")).transpose()?;
-    let region = j.region.as_ref().map(|s| cx.size(s, "job.region")).transpose()?;
+    let size = j
+        .size
+        .as_ref()
+        .map(|s| cx.size(s, "job.size"))
+        .transpose()?;
+    let runtime = j
+        .runtime
+        .as_ref()
+        .map(|s| cx.duration(s, "job.runtime"))
+        .transpose()?;
+    let region = j
+        .region
+        .as_ref()
+        .map(|s| cx.size(s, "job.region"))
+        .transpose()?;
     let background = j.background.unwrap_or(false);
     if size.is_none() && runtime.is_none() && !background {
-        return Err(cx.at(&j.name, "job.size", "a measured job needs `size` or `runtime`"));
+        return Err(cx.at(
+            &j.name,
+            "job.size",
+            "a measured job needs `size` or `runtime`",
+        ));
     }
     if size.or(region).is_none() {
-        return Err(cx.at(&j.name, "job.region", "a job needs `size` or `region` to know where it may go"));
+        return Err(cx.at(
+            &j.name,
+            "job.region",
+            "a job needs `size` or `region` to know where it may go",
+        ));
     }
     for (v, key) in [(size, "job.size"), (region, "job.region")] {
         if v == Some(0) {
@@ -339,7 +505,12 @@ fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
         bs,
         size,
         runtime,
-        offset: j.offset.as_ref().map(|s| cx.size(s, "job.offset")).transpose()?.unwrap_or(0),
+        offset: j
+            .offset
+            .as_ref()
+            .map(|s| cx.size(s, "job.offset"))
+            .transpose()?
+            .unwrap_or(0),
         region,
         offset_increment: j
             .offset_increment
@@ -350,13 +521,32 @@ fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
             Some(d) => cx.int(d, "job.iodepth", 1, 65536)? as u32,
             None => 1,
         },
-        think: j.think.as_ref().map(|s| cx.duration(s, "job.think")).transpose()?.unwrap_or(Duration::ZERO),
+        think: j
+            .think
+            .as_ref()
+            .map(|s| cx.duration(s, "job.think"))
+            .transpose()?
+            .unwrap_or(Duration::ZERO),
         prio: match &j.prio {
-            Some(p) => p.get_ref().parse::<IoPrio>().map_err(|e| cx.at(p, "job.prio", e.to_string()))?,
+            Some(p) => p
+                .get_ref()
+                .parse::<IoPrio>()
+                .map_err(|e| cx.at(p, "job.prio", e.to_string()))?,
             None => IoPrio::default(),
         },
-        start: j.start.as_ref().map(|s| cx.duration(s, "job.start")).transpose()?.unwrap_or(Duration::ZERO),
+        start: j
+            .start
+            .as_ref()
+            .map(|s| cx.duration(s, "job.start"))
+            .transpose()?
+            .unwrap_or(Duration::ZERO),
         sync_writes: j.sync.unwrap_or(true),
         background,
+        group: match &j.group {
+            None => GroupId::ROOT,
+            Some(g) => groups.find(g.get_ref()).ok_or_else(|| {
+                cx.at(g, "job.group", format!("no group named {:?}", g.get_ref()))
+            })?,
+        },
     })
 }

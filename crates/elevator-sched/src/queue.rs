@@ -277,8 +277,6 @@ impl FifoQueue {
         self.len
     }
 
-    /// (Test-only until `lib.rs` exports `FifoQueue` to other policies.)
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -388,7 +386,6 @@ impl FifoQueue {
     }
 
     /// Queued requests, front first.
-    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = &Request> + '_ {
         self.slots.iter().flatten()
     }

@@ -138,7 +138,13 @@ impl SchedulerType {
 
 /// Every policy, in the order of the lineage.
 pub fn registry() -> &'static [SchedulerType] {
-    &[policy::noop::TYPE, policy::deadline::TYPE]
+    &[
+        policy::noop::TYPE,
+        policy::linus24::TYPE,
+        policy::deadline::TYPE,
+        policy::anticipatory::TYPE,
+        policy::bfq::TYPE,
+    ]
 }
 
 /// Look a policy up by name or alias.
