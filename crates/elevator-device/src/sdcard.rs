@@ -237,7 +237,7 @@ mod tests {
         let ms = write(
             dev.as_mut(),
             1001,
-            1234 * 8,
+            123 * 8,
             8,
             t + elevator_core::Duration::from_secs(1),
         );
