@@ -107,6 +107,7 @@ struct Row {
     measured: bool,
     procs: u32,
     exited: u32,
+    group: GroupId,
 }
 
 #[derive(Debug)]
@@ -310,6 +311,7 @@ impl Host {
                 measured: false,
                 procs: 0,
                 exited: 0,
+                group: GroupId::ROOT,
             }],
             procs: Vec::new(),
             pdflush: TaskId(first_task),
@@ -361,8 +363,22 @@ impl Host {
             measured,
             procs: 0,
             exited: 0,
+            group: GroupId::ROOT,
         });
         self.rows.len() - 1
+    }
+
+    /// Put process `pid` (and its report row) in control group `group`:
+    /// its requests carry the group.
+    pub fn set_group(&mut self, pid: Pid, group: GroupId) {
+        self.procs[pid].group = group;
+        let row = self.procs[pid].row;
+        self.rows[row].group = group;
+    }
+
+    /// The control group of each report row (aligned with `Part::stats`).
+    pub fn row_groups(&self) -> Vec<GroupId> {
+        self.rows.iter().map(|r| r.group).collect()
     }
 
     /// Add a process reporting in `row`, starting at `start`.
@@ -392,6 +408,11 @@ impl Host {
             ra: FxHashMap::default(),
         });
         pid
+    }
+
+    /// Processes spawned so far (the next one's `Pid`).
+    pub fn process_count(&self) -> usize {
+        self.procs.len()
     }
 
     /// The task a process issues its I/O as.

@@ -8,7 +8,7 @@
 
 use crate::error::ScenarioError;
 use crate::parse::Ctx;
-use elevator_core::{Duration, IoPrio, Prng, QueueLimits, Sector, SECTOR_SIZE};
+use elevator_core::{Duration, GroupId, GroupTree, IoPrio, Prng, QueueLimits, Sector, SECTOR_SIZE};
 use elevator_host::fs::gen::{self, AppOp, TreeShape};
 use elevator_host::fs::{FileId, Kind};
 use elevator_host::params::{Allocator, HostParams, PRESETS};
@@ -79,6 +79,7 @@ pub(crate) struct RawProcess {
     batch: Option<S<i64>>,
     pipe: Option<S<i64>>,
     stat: Option<S<bool>>,
+    group: Option<S<String>>,
 }
 
 /// What a file set holds.
@@ -178,6 +179,8 @@ pub struct ProcessSpec {
     pub prio: IoPrio,
     /// Loop until the measured processes end; not measured.
     pub background: bool,
+    /// The control group its requests are charged to.
+    pub group: GroupId,
 }
 
 /// The validated host part of a scenario.
@@ -245,6 +248,7 @@ pub(crate) fn parse_host(
     raw: Option<&S<RawHost>>,
     files: &[RawFiles],
     processes: &[RawProcess],
+    groups: &GroupTree,
 ) -> Result<Option<HostSpec>, ScenarioError> {
     if raw.is_none() && files.is_empty() && processes.is_empty() {
         return Ok(None);
@@ -460,7 +464,7 @@ pub(crate) fn parse_host(
 
     let mut procs: Vec<ProcessSpec> = Vec::new();
     for p in processes {
-        procs.push(process(cx, p, &sets, &procs)?);
+        procs.push(process(cx, p, &sets, &procs, groups)?);
     }
     Ok(Some(HostSpec {
         params,
@@ -494,6 +498,7 @@ fn process(
     p: &RawProcess,
     sets: &[FileSetSpec],
     earlier: &[ProcessSpec],
+    groups: &GroupTree,
 ) -> Result<ProcessSpec, ScenarioError> {
     let name = p.name.get_ref().clone();
     if name.is_empty() || name.contains(char::is_whitespace) {
@@ -751,6 +756,16 @@ fn process(
             None => IoPrio::default(),
         },
         background,
+        group: match &p.group {
+            None => GroupId::ROOT,
+            Some(g) => groups.find(g.get_ref()).ok_or_else(|| {
+                cx.at(
+                    g,
+                    "process.group",
+                    format!("no group named {:?}", g.get_ref()),
+                )
+            })?,
+        },
     })
 }
 
@@ -876,6 +891,7 @@ pub(crate) fn build_host(
             let row_name = instance_name(&p.name, p.count, i);
             let row = host.add_row(&row_name, !p.background);
             let looping = p.background;
+            let first_pid = host.process_count();
             match &p.kind {
                 ProcKind::Cat { files, bs } => {
                     let set = &placed[files];
@@ -993,6 +1009,11 @@ pub(crate) fn build_host(
                             p.prio,
                         );
                     }
+                }
+            }
+            if p.group != GroupId::ROOT {
+                for pid in first_pid..host.process_count() {
+                    host.set_group(pid, p.group);
                 }
             }
         }

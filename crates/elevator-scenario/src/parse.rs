@@ -283,7 +283,7 @@ impl Scenario {
                 })
             }
         };
-        let host = crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process)?;
+        let host = crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process, &groups)?;
         let measured_jobs = jobs.iter().filter(|j| !j.background).count();
         let measured_procs = host.as_ref().map_or(0, |h| h.processes.iter().filter(|p| !p.background).count());
         if measured_jobs + measured_procs == 0 {

@@ -303,9 +303,8 @@ fn build_workload(
     }
     if let Some(spec) = &scenario.host {
         let host = crate::host::build_host(spec, limits, scenario.nr_requests, seed, task, &scenario.file)?;
-        let rows = host.measured();
-        groups.extend(rows.iter().map(|_| elevator_core::GroupId::ROOT));
-        measured.extend(rows);
+        measured.extend(host.measured());
+        groups.extend(host.row_groups());
         mix.push(Box::new(host));
     }
     Ok((mix, measured, groups))
