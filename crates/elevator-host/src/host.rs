@@ -291,6 +291,7 @@ pub struct Host {
     barriers: Vec<Barrier>,
     ready: VecDeque<Pid>,
     runs: Vec<(u64, u64)>,
+    pieces: Vec<(u64, u64, u64)>,
     pub stats: HostStats,
 }
 
@@ -335,6 +336,7 @@ impl Host {
             barriers: Vec::new(),
             ready: VecDeque::new(),
             runs: Vec::new(),
+            pieces: Vec::new(),
             stats: HostStats::default(),
         }
     }
@@ -1192,7 +1194,8 @@ impl Host {
         };
         let max_pages = (u64::from(self.params.max_sectors) * 512 / PAGE_SIZE).max(1);
         let spb = self.fs.geo.sectors_per_block();
-        let mut pieces: Vec<(u64, u64, u64)> = Vec::new();
+        let mut pieces = std::mem::take(&mut self.pieces);
+        pieces.clear();
         self.fs.for_runs(file, page, pages, |fb, db, n| {
             let mut off = 0;
             while off < n {
@@ -1201,7 +1204,7 @@ impl Host {
                 off += k;
             }
         });
-        for (fb, db, n) in pieces {
+        for &(fb, db, n) in &pieces {
             let id = io.submit(BlockIo {
                 op: if write { Op::Write } else { Op::Read },
                 sync: !write || sync,
@@ -1240,6 +1243,7 @@ impl Host {
                 },
             );
         }
+        self.pieces = pieces;
     }
 
     /// fsync and sync, resumable: issue, wait, issue what was under
