@@ -14,7 +14,11 @@ use std::process::ExitCode;
 const DEFAULT_SCENARIO: &str = "ten-streaming-readers";
 
 #[derive(Parser, Debug)]
-#[command(name = "elevator", version, about = "Linux I/O schedulers, rebuilt: run them on simulated disks and compare")]
+#[command(
+    name = "elevator",
+    version,
+    about = "Linux I/O schedulers, rebuilt: run them on simulated disks and compare"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -58,7 +62,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     let mut out = Vec::new();
@@ -116,8 +124,14 @@ fn load(name: &str) -> Result<Scenario> {
     }
     let path = std::path::Path::new(name);
     if !path.exists() {
-        let known: Vec<&str> = elevator_scenario::builtins().into_iter().map(|(n, _)| n).collect();
-        bail!("no scenario {name:?}: not a built-in ({}) and no such file", known.join(", "));
+        let known: Vec<&str> = elevator_scenario::builtins()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        bail!(
+            "no scenario {name:?}: not a built-in ({}) and no such file",
+            known.join(", ")
+        );
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {name}"))?;
     Ok(Scenario::parse(name, &text)?)
@@ -129,14 +143,22 @@ fn parse_set(s: &str) -> Result<(String, String, i64)> {
     let (key, value) = s.split_once('=').ok_or_else(bad)?;
     let (policy, tunable) = key.split_once('.').ok_or_else(bad)?;
     let value: i64 = value.trim().parse().map_err(|_| bad())?;
-    let t = elevator_sched::find(policy.trim()).ok_or_else(|| anyhow!("--set {s:?}: unknown scheduler {policy:?}"))?;
-    t.tunables([(tunable.trim(), value)]).map_err(|e| anyhow!("--set {s:?}: {e}"))?;
+    let t = elevator_sched::find(policy.trim())
+        .ok_or_else(|| anyhow!("--set {s:?}: unknown scheduler {policy:?}"))?;
+    t.tunables([(tunable.trim(), value)])
+        .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
     Ok((policy.trim().to_string(), tunable.trim().to_string(), value))
 }
 
 /// Run, with a progress bar on a terminal once the run has taken a second.
-fn run_with_progress(scenario: &Scenario, options: &RunOptions) -> Result<elevator_metrics::Report> {
-    let total = options.schedulers.as_ref().map_or(scenario.schedulers.len(), Vec::len);
+fn run_with_progress(
+    scenario: &Scenario,
+    options: &RunOptions,
+) -> Result<elevator_metrics::Report> {
+    let total = options
+        .schedulers
+        .as_ref()
+        .map_or(scenario.schedulers.len(), Vec::len);
     let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::hidden());
     bar.set_style(
         ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} policies, {elapsed}")
@@ -164,8 +186,16 @@ fn run_with_progress(scenario: &Scenario, options: &RunOptions) -> Result<elevat
 
 fn list(out: &mut Vec<u8>) -> Result<()> {
     for t in elevator_sched::registry() {
-        let honours = if t.honours.is_empty() { "-".to_string() } else { t.honours.join(",") };
-        writeln!(out, "policy    {:<14} honours {:<16} {}", t.name, honours, t.about)?;
+        let honours = if t.honours.is_empty() {
+            "-".to_string()
+        } else {
+            t.honours.join(",")
+        };
+        writeln!(
+            out,
+            "policy    {:<14} honours {:<16} {}",
+            t.name, honours, t.about
+        )?;
     }
     for (name, about) in elevator_device::builtin_profiles() {
         writeln!(out, "device    {name:<14} {about}")?;

@@ -30,16 +30,41 @@ fn ten_streaming_readers_prints_completion_times_and_aggregate_bandwidth() {
 fn list_names_policies_devices_and_scenarios() {
     let (code, out, _) = elevator(&["list"]);
     assert_eq!(code, 0);
-    for want in ["policy    noop", "policy    deadline", "device    ide-2003", "device    ssd-sata-2016", "scenario  ten-streaming-readers"] {
+    for want in [
+        "policy    noop",
+        "policy    deadline",
+        "device    ide-2003",
+        "device    ssd-sata-2016",
+        "scenario  ten-streaming-readers",
+    ] {
         assert!(out.contains(want), "missing {want:?} in\n{out}");
     }
 }
 
 #[test]
 fn json_has_the_documented_fields() {
-    let (code, out, err) = elevator(&["run", "ten-streaming-readers", "--sched", "noop", "--format", "json"]);
+    let (code, out, err) = elevator(&[
+        "run",
+        "ten-streaming-readers",
+        "--sched",
+        "noop",
+        "--format",
+        "json",
+    ]);
     assert_eq!(code, 0, "{err}");
-    for key in ["\"scenario\"", "\"device\"", "\"seed\"", "\"runs\"", "\"scheduler\"", "\"result\"", "\"unit\"", "\"value\"", "\"jobs\"", "\"lat_p999_ms\"", "\"pct_over_10s\""] {
+    for key in [
+        "\"scenario\"",
+        "\"device\"",
+        "\"seed\"",
+        "\"runs\"",
+        "\"scheduler\"",
+        "\"result\"",
+        "\"unit\"",
+        "\"value\"",
+        "\"jobs\"",
+        "\"lat_p999_ms\"",
+        "\"pct_over_10s\"",
+    ] {
         assert!(out.contains(key), "missing {key}");
     }
 }
@@ -54,11 +79,23 @@ fn bad_input_fails_cleanly_with_status_2() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["run", bad], "bad.toml:10: key `job.bs`"),
         (vec!["run", "no-such-scenario"], "no scenario"),
-        (vec!["run", "ten-streaming-readers", "--sched", "fifo"], "unknown scheduler"),
-        (vec!["run", "ten-streaming-readers", "--device", "floppy"], "floppy"),
-        (vec!["run", "ten-streaming-readers", "--set", "deadline.nope=1"], "no tunable"),
+        (
+            vec!["run", "ten-streaming-readers", "--sched", "fifo"],
+            "unknown scheduler",
+        ),
+        (
+            vec!["run", "ten-streaming-readers", "--device", "floppy"],
+            "floppy",
+        ),
+        (
+            vec!["run", "ten-streaming-readers", "--set", "deadline.nope=1"],
+            "no tunable",
+        ),
         (vec!["run", "ten-streaming-readers", "--seed", "-1"], "seed"),
-        (vec!["run", "ten-streaming-readers", "--format", "xml"], "xml"),
+        (
+            vec!["run", "ten-streaming-readers", "--format", "xml"],
+            "xml",
+        ),
     ];
     for (args, want) in cases {
         let (code, out, err) = elevator(&args);

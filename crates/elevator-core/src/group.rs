@@ -61,9 +61,9 @@ impl FromStr for IoMax {
                 field: field.to_string(),
                 message: message.to_string(),
             };
-            let (key, value) = field
-                .split_once('=')
-                .ok_or_else(|| err("expected KEY=VALUE with KEY one of rbps, wbps, riops, wiops"))?;
+            let (key, value) = field.split_once('=').ok_or_else(|| {
+                err("expected KEY=VALUE with KEY one of rbps, wbps, riops, wiops")
+            })?;
             if seen.contains(&key) {
                 return Err(err("given twice"));
             }
@@ -71,23 +71,28 @@ impl FromStr for IoMax {
             let parsed = if value == "max" {
                 None
             } else {
-                let (digits, scale) = match value.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-                    None => (value, 1),
-                    Some((i, _)) => {
-                        let scale = match &value[i..] {
-                            "k" | "K" => 1 << 10,
-                            "m" | "M" => 1 << 20,
-                            "g" | "G" => 1 << 30,
-                            _ => return Err(err("value must be an integer (k, m, g suffixes allowed) or max")),
-                        };
-                        (&value[..i], scale)
-                    }
-                };
-                let n: u64 = digits
-                    .parse()
-                    .map_err(|_| err("value must be an integer (k, m, g suffixes allowed) or max"))?;
+                let (digits, scale) =
+                    match value.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+                        None => (value, 1),
+                        Some((i, _)) => {
+                            let scale = match &value[i..] {
+                                "k" | "K" => 1 << 10,
+                                "m" | "M" => 1 << 20,
+                                "g" | "G" => 1 << 30,
+                                _ => return Err(err(
+                                    "value must be an integer (k, m, g suffixes allowed) or max",
+                                )),
+                            };
+                            (&value[..i], scale)
+                        }
+                    };
+                let n: u64 = digits.parse().map_err(|_| {
+                    err("value must be an integer (k, m, g suffixes allowed) or max")
+                })?;
                 if n == 0 {
-                    return Err(err("a limit of 0 would stop all I/O; use a positive value or max"));
+                    return Err(err(
+                        "a limit of 0 would stop all I/O; use a positive value or max",
+                    ));
                 }
                 Some(n.checked_mul(scale).ok_or_else(|| err("value too large"))?)
             };

@@ -26,7 +26,9 @@ pub struct RequestId(pub u64);
 pub struct TaskId(pub u32);
 
 /// The control group a request is charged to. Group 0 is the root.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct GroupId(pub u32);
 
 impl GroupId {

@@ -89,7 +89,10 @@ impl Report {
         );
         for run in &self.runs {
             for j in &run.jobs {
-                let completion = j.completion_s.map(|c| format!("{c:.6}")).unwrap_or_default();
+                let completion = j
+                    .completion_s
+                    .map(|c| format!("{c:.6}"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     out,
                     "{},{},{},{},{},{},{:.6},{},{},{},{:.3},{:.3},{:.6},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",

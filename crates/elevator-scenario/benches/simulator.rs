@@ -45,7 +45,10 @@ size = "100m"
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("simulator");
     group.sample_size(10);
-    for (label, text) in [("random-nvme", RANDOM_NVME), ("sequential-ide", SEQUENTIAL_IDE)] {
+    for (label, text) in [
+        ("random-nvme", RANDOM_NVME),
+        ("sequential-ide", SEQUENTIAL_IDE),
+    ] {
         let scenario = Scenario::parse(label, text).expect("valid");
         for policy in ["noop", "deadline"] {
             let ios: u64 = run_one(&scenario, policy, &scenario.device, 1, &[])

@@ -9,10 +9,7 @@ macro_rules! scenarios {
 }
 
 /// (name, TOML text) of every built-in scenario.
-const BUILTIN: &[(&str, &str)] = scenarios![
-    "ten-streaming-readers",
-    "streaming-write-vs-reader",
-];
+const BUILTIN: &[(&str, &str)] = scenarios!["ten-streaming-readers", "streaming-write-vs-reader",];
 
 /// Names and descriptions of the built-in scenarios.
 pub fn builtins() -> Vec<(&'static str, String)> {

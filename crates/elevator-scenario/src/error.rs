@@ -14,7 +14,12 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    pub fn new(file: &str, line: Option<usize>, key: Option<&str>, message: impl Into<String>) -> Self {
+    pub fn new(
+        file: &str,
+        line: Option<usize>,
+        key: Option<&str>,
+        message: impl Into<String>,
+    ) -> Self {
         ScenarioError {
             file: file.to_string(),
             line,
@@ -41,7 +46,11 @@ impl std::error::Error for ScenarioError {}
 
 /// The 1-based line of byte offset `at` in `text`.
 pub(crate) fn line_of(text: &str, at: usize) -> usize {
-    text[..at.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+    text[..at.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
 }
 
 /// The key assigned on the line containing byte offset `at`, if the line

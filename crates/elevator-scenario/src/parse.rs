@@ -125,7 +125,12 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn at<T>(&self, v: &S<T>, key: &str, message: impl Into<String>) -> ScenarioError {
-        ScenarioError::new(self.file, Some(line_of(self.text, v.span().start)), Some(key), message)
+        ScenarioError::new(
+            self.file,
+            Some(line_of(self.text, v.span().start)),
+            Some(key),
+            message,
+        )
     }
     fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
         parse_size(v.get_ref()).map_err(|m| self.at(v, key, m))
@@ -181,8 +186,16 @@ impl Scenario {
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
             let Some(t) = elevator_sched::find(policy) else {
-                let at = values.values().next().map(|v| line_of(text, v.span().start));
-                return Err(ScenarioError::new(file, at, Some(&format!("sched.{policy}")), unknown_policy(policy)));
+                let at = values
+                    .values()
+                    .next()
+                    .map(|v| line_of(text, v.span().start));
+                return Err(ScenarioError::new(
+                    file,
+                    at,
+                    Some(&format!("sched.{policy}")),
+                    unknown_policy(policy),
+                ));
             };
             let mut resolved = BTreeMap::new();
             for (name, value) in values {
@@ -253,7 +266,11 @@ fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioEr
         .parse::<Metric>()
         .map_err(|m| cx.at(&r.metric, "result.metric", m))?;
     let reduce = match &r.reduce {
-        Some(x) => Some(x.get_ref().parse::<Reduce>().map_err(|m| cx.at(x, "result.reduce", m))?),
+        Some(x) => Some(
+            x.get_ref()
+                .parse::<Reduce>()
+                .map_err(|m| cx.at(x, "result.reduce", m))?,
+        ),
         None => None,
     };
     if let Some(j) = &r.job {
@@ -296,17 +313,41 @@ fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
     };
     let bs = cx.size(&j.bs, "job.bs")?;
     if bs == 0 || bs % SECTOR_SIZE != 0 || bs > 64 << 20 {
-        return Err(cx.at(&j.bs, "job.bs", "block size must be a multiple of 512 bytes, at most 64m"));
+        return Err(cx.at(
+            &j.bs,
+            "job.bs",
+            "block size must be a multiple of 512 bytes, at most 64m",
+        ));
     }
-    let size = j.size.as_ref().map(|s| cx.size(s, "job.size")).transpose()?;
-    let runtime = j.runtime.as_ref().map(|s| cx.duration(s, "job.runtime")).transpose()?;
-    let region = j.region.as_ref().map(|s| cx.size(s, "job.region")).transpose()?;
+    let size = j
+        .size
+        .as_ref()
+        .map(|s| cx.size(s, "job.size"))
+        .transpose()?;
+    let runtime = j
+        .runtime
+        .as_ref()
+        .map(|s| cx.duration(s, "job.runtime"))
+        .transpose()?;
+    let region = j
+        .region
+        .as_ref()
+        .map(|s| cx.size(s, "job.region"))
+        .transpose()?;
     let background = j.background.unwrap_or(false);
     if size.is_none() && runtime.is_none() && !background {
-        return Err(cx.at(&j.name, "job.size", "a measured job needs `size` or `runtime`"));
+        return Err(cx.at(
+            &j.name,
+            "job.size",
+            "a measured job needs `size` or `runtime`",
+        ));
     }
     if size.or(region).is_none() {
-        return Err(cx.at(&j.name, "job.region", "a job needs `size` or `region` to know where it may go"));
+        return Err(cx.at(
+            &j.name,
+            "job.region",
+            "a job needs `size` or `region` to know where it may go",
+        ));
     }
     for (v, key) in [(size, "job.size"), (region, "job.region")] {
         if v == Some(0) {
@@ -325,7 +366,12 @@ fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
         bs,
         size,
         runtime,
-        offset: j.offset.as_ref().map(|s| cx.size(s, "job.offset")).transpose()?.unwrap_or(0),
+        offset: j
+            .offset
+            .as_ref()
+            .map(|s| cx.size(s, "job.offset"))
+            .transpose()?
+            .unwrap_or(0),
         region,
         offset_increment: j
             .offset_increment
@@ -336,12 +382,25 @@ fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
             Some(d) => cx.int(d, "job.iodepth", 1, 65536)? as u32,
             None => 1,
         },
-        think: j.think.as_ref().map(|s| cx.duration(s, "job.think")).transpose()?.unwrap_or(Duration::ZERO),
+        think: j
+            .think
+            .as_ref()
+            .map(|s| cx.duration(s, "job.think"))
+            .transpose()?
+            .unwrap_or(Duration::ZERO),
         prio: match &j.prio {
-            Some(p) => p.get_ref().parse::<IoPrio>().map_err(|e| cx.at(p, "job.prio", e.to_string()))?,
+            Some(p) => p
+                .get_ref()
+                .parse::<IoPrio>()
+                .map_err(|e| cx.at(p, "job.prio", e.to_string()))?,
             None => IoPrio::default(),
         },
-        start: j.start.as_ref().map(|s| cx.duration(s, "job.start")).transpose()?.unwrap_or(Duration::ZERO),
+        start: j
+            .start
+            .as_ref()
+            .map(|s| cx.duration(s, "job.start"))
+            .transpose()?
+            .unwrap_or(Duration::ZERO),
         sync_writes: j.sync.unwrap_or(true),
         background,
     })

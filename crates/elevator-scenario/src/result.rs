@@ -89,7 +89,10 @@ impl ResultSpec {
         if let Some(j) = &r.job {
             if !jobs.iter().any(|t| &t.name == j) {
                 let names: Vec<&str> = jobs.iter().map(|t| t.name.as_str()).collect();
-                return Err(format!("result.job names no job: {j:?} (jobs: {})", names.join(", ")));
+                return Err(format!(
+                    "result.job names no job: {j:?} (jobs: {})",
+                    names.join(", ")
+                ));
             }
         }
         let default = match r.metric {
@@ -109,7 +112,12 @@ impl ResultSpec {
     pub fn selects(&self, name: &str) -> bool {
         match &self.job {
             None => true,
-            Some(j) => name == j || name.strip_prefix(j.as_str()).is_some_and(|r| r.starts_with('.')),
+            Some(j) => {
+                name == j
+                    || name
+                        .strip_prefix(j.as_str())
+                        .is_some_and(|r| r.starts_with('.'))
+            }
         }
     }
 
@@ -118,7 +126,13 @@ impl ResultSpec {
         let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
         let end_s = end.as_secs_f64();
         match &self.metric {
-            Metric::AggregateMbS => return if end_s > 0.0 { total_bytes as f64 / 1e6 / end_s } else { 0.0 },
+            Metric::AggregateMbS => {
+                return if end_s > 0.0 {
+                    total_bytes as f64 / 1e6 / end_s
+                } else {
+                    0.0
+                }
+            }
             Metric::SimulatedS => return end_s,
             _ => {}
         }

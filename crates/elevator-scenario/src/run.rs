@@ -24,11 +24,17 @@ pub fn run(
     progress: &mut dyn FnMut(&RunReport),
 ) -> Result<Report, ScenarioError> {
     let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
-    let schedulers = options.schedulers.clone().unwrap_or_else(|| scenario.schedulers.clone());
+    let schedulers = options
+        .schedulers
+        .clone()
+        .unwrap_or_else(|| scenario.schedulers.clone());
     if schedulers.is_empty() {
         return Err(cli("no scheduler to run".into()));
     }
-    let device = options.device.clone().unwrap_or_else(|| scenario.device.clone());
+    let device = options
+        .device
+        .clone()
+        .unwrap_or_else(|| scenario.device.clone());
     let seed = options.seed.unwrap_or(scenario.seed);
     let mut runs = Vec::new();
     for name in &schedulers {
@@ -56,7 +62,10 @@ pub fn run_one(
     let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
     let sched_type = elevator_sched::find(policy).ok_or_else(|| {
         let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
-        cli(format!("unknown scheduler {policy:?} (known: {})", known.join(", ")))
+        cli(format!(
+            "unknown scheduler {policy:?} (known: {})",
+            known.join(", ")
+        ))
     })?;
     let dev = elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
     let limits = dev.limits();
@@ -73,7 +82,9 @@ pub fn run_one(
             values.push((k.as_str(), *v));
         }
     }
-    let tunables = sched_type.tunables(values).map_err(|e| cli(e.to_string()))?;
+    let tunables = sched_type
+        .tunables(values)
+        .map_err(|e| cli(e.to_string()))?;
     let sched = (sched_type.build)(&tunables, &limits);
 
     let (mut mix, measured) = build_workload(scenario, &limits, seed)?;
@@ -94,7 +105,10 @@ pub fn run_one(
     let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
     Ok(RunReport {
         scheduler: sched_type.name.to_string(),
-        tunables: tunables.iter().map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<_, _>>(),
+        tunables: tunables
+            .iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect::<BTreeMap<_, _>>(),
         result: ResultValue {
             name: scenario.result.name.clone(),
             unit: scenario.result.unit.clone(),
@@ -102,10 +116,18 @@ pub fn run_one(
         },
         published: scenario.published.get(sched_type.name).cloned(),
         simulated_s: end_s,
-        aggregate_mb_s: if end_s > 0.0 { total_bytes as f64 / 1e6 / end_s } else { 0.0 },
+        aggregate_mb_s: if end_s > 0.0 {
+            total_bytes as f64 / 1e6 / end_s
+        } else {
+            0.0
+        },
         device: DeviceReport {
             busy_s,
-            utilization: if end_s > 0.0 { (busy_s / end_s).min(1.0) } else { 0.0 },
+            utilization: if end_s > 0.0 {
+                (busy_s / end_s).min(1.0)
+            } else {
+                0.0
+            },
             requests: summary.device.requests,
             seeks: summary.device.seeks,
             seek_distance_sectors: summary.device.seek_distance,
@@ -127,7 +149,11 @@ fn build_workload(
         let region = t.region.or(t.size).expect("validated: size or region");
         let step = t.offset_increment.unwrap_or(region);
         for i in 0..t.count {
-            let name = if t.count > 1 { format!("{}.{i}", t.name) } else { t.name.clone() };
+            let name = if t.count > 1 {
+                format!("{}.{i}", t.name)
+            } else {
+                t.name.clone()
+            };
             let offset = t.offset + u64::from(i) * step;
             let end = offset + region;
             if end.div_ceil(SECTOR_SIZE) > limits.capacity {

@@ -10,9 +10,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("bad size {s:?}: expected a number with an optional unit (4k, 128KiB, 100m, 1g)"))?;
+    let value: f64 = num.parse().map_err(|_| {
+        format!("bad size {s:?}: expected a number with an optional unit (4k, 128KiB, 100m, 1g)")
+    })?;
     let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "s" | "sectors" => 512,
@@ -20,7 +20,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        other => return Err(format!("bad size {s:?}: unknown unit {other:?} (use b, k, m, g, t)")),
+        other => {
+            return Err(format!(
+                "bad size {s:?}: unknown unit {other:?} (use b, k, m, g, t)"
+            ))
+        }
     };
     let bytes = value * scale as f64;
     if !bytes.is_finite() || bytes < 0.0 || bytes > 1e18 {
@@ -46,8 +50,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "s" => 1e9,
         "min" | "m" => 60e9,
         "h" => 3600e9,
-        "" => return Err(format!("bad duration {s:?}: missing unit (ns, us, ms, s, min, h)")),
-        other => return Err(format!("bad duration {s:?}: unknown unit {other:?} (ns, us, ms, s, min, h)")),
+        "" => {
+            return Err(format!(
+                "bad duration {s:?}: missing unit (ns, us, ms, s, min, h)"
+            ))
+        }
+        other => {
+            return Err(format!(
+                "bad duration {s:?}: unknown unit {other:?} (ns, us, ms, s, min, h)"
+            ))
+        }
     };
     let ns = value * ns_per;
     if !ns.is_finite() || ns < 0.0 || ns > 1e18 {

@@ -61,15 +61,22 @@ fn deadline_bounds_read_latency_under_a_write_flood_and_noop_does_not() {
     let bound = 500.0 + 16.0 * 30.0;
     println!("max read latency under a write flood: noop {noop:.1} ms, deadline {deadline:.1} ms (bound {bound} ms)");
     assert!(deadline <= bound, "deadline {deadline} ms > {bound} ms");
-    assert!(noop > 3.0 * deadline, "noop {noop} ms is not much worse than deadline {deadline} ms");
+    assert!(
+        noop > 3.0 * deadline,
+        "noop {noop} ms is not much worse than deadline {deadline} ms"
+    );
 }
 
 #[test]
 fn same_seed_same_bytes() {
     let text = FLOOD.replace("rw = \"read\"", "rw = \"randread\"\nregion = \"10g\"");
     let scenario = Scenario::parse("flood", &text).unwrap();
-    let once = run(&scenario, &RunOptions::default(), &mut quiet()).unwrap().to_json();
-    let twice = run(&scenario, &RunOptions::default(), &mut quiet()).unwrap().to_json();
+    let once = run(&scenario, &RunOptions::default(), &mut quiet())
+        .unwrap()
+        .to_json();
+    let twice = run(&scenario, &RunOptions::default(), &mut quiet())
+        .unwrap()
+        .to_json();
     assert_eq!(once, twice);
     let other = RunOptions {
         seed: Some(2),

@@ -33,19 +33,58 @@ fn a_good_file_parses() {
 #[test]
 fn bad_values_name_file_line_and_key() {
     let cases = [
-        (GOOD.replace("bs = \"128k\"", "bs = \"12x\""), "my.toml:15: key `job.bs`"),
-        (GOOD.replace("bs = \"128k\"", "bs = \"100\""), "my.toml:15: key `job.bs`"),
-        (GOOD.replace("rw = \"read\"", "rw = \"sideways\""), "my.toml:14: key `job.rw`"),
-        (GOOD.replace("size = \"1m\"", "size = \"1m\"\nprio = \"rt/9\""), "my.toml:17: key `job.prio`"),
-        (GOOD.replace("size = \"1m\"", "size = \"1m\"\niodepth = 0"), "my.toml:17: key `job.iodepth`"),
-        (GOOD.replace("size = \"1m\"", "size = \"1m\"\nthink = \"5\""), "my.toml:17: key `job.think`"),
-        (GOOD.replace("size = \"1m\"", "size = \"1m\"\nbogus = 1"), "my.toml:17: key `bogus`"),
-        (GOOD.replace("size = \"1m\"", "size = \"1m\"\niodepth = \"deep\""), "my.toml:17: key `iodepth`"),
-        (GOOD.replace("metric = \"completion\"", "metric = \"speed\""), "my.toml:8: key `result.metric`"),
-        (format!("{GOOD}\n[sched.deadline]\nfifo_bath = 4\n"), "my.toml:19: key `sched.deadline.fifo_bath`"),
-        (format!("{GOOD}\n[sched.deadline]\nfifo_batch = -4\n"), "my.toml:19: key `sched.deadline.fifo_batch`"),
-        (format!("{GOOD}\n[sched.elevator9]\nx = 4\n"), "my.toml:19: key `sched.elevator9`"),
-        (GOOD.replace("description", "schedulers = [\"fifo\"]\ndescription"), "my.toml:3: key `schedulers`"),
+        (
+            GOOD.replace("bs = \"128k\"", "bs = \"12x\""),
+            "my.toml:15: key `job.bs`",
+        ),
+        (
+            GOOD.replace("bs = \"128k\"", "bs = \"100\""),
+            "my.toml:15: key `job.bs`",
+        ),
+        (
+            GOOD.replace("rw = \"read\"", "rw = \"sideways\""),
+            "my.toml:14: key `job.rw`",
+        ),
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1m\"\nprio = \"rt/9\""),
+            "my.toml:17: key `job.prio`",
+        ),
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1m\"\niodepth = 0"),
+            "my.toml:17: key `job.iodepth`",
+        ),
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1m\"\nthink = \"5\""),
+            "my.toml:17: key `job.think`",
+        ),
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1m\"\nbogus = 1"),
+            "my.toml:17: key `bogus`",
+        ),
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1m\"\niodepth = \"deep\""),
+            "my.toml:17: key `iodepth`",
+        ),
+        (
+            GOOD.replace("metric = \"completion\"", "metric = \"speed\""),
+            "my.toml:8: key `result.metric`",
+        ),
+        (
+            format!("{GOOD}\n[sched.deadline]\nfifo_bath = 4\n"),
+            "my.toml:19: key `sched.deadline.fifo_bath`",
+        ),
+        (
+            format!("{GOOD}\n[sched.deadline]\nfifo_batch = -4\n"),
+            "my.toml:19: key `sched.deadline.fifo_batch`",
+        ),
+        (
+            format!("{GOOD}\n[sched.elevator9]\nx = 4\n"),
+            "my.toml:19: key `sched.elevator9`",
+        ),
+        (
+            GOOD.replace("description", "schedulers = [\"fifo\"]\ndescription"),
+            "my.toml:3: key `schedulers`",
+        ),
         (GOOD.replace("name = \"t\"", "name = \"t"), "my.toml:2"),
     ];
     for (text, want) in cases {
@@ -59,7 +98,11 @@ fn missing_sections_are_named() {
     let got = err("name = \"x\"\ndescription = \"y\"\n");
     assert!(got.contains("result"), "{got}");
     let only_background = GOOD.replace("size = \"1m\"", "size = \"1m\"\nbackground = true");
-    assert!(err(&only_background).contains("job"), "{}", err(&only_background));
+    assert!(
+        err(&only_background).contains("job"),
+        "{}",
+        err(&only_background)
+    );
 }
 
 proptest! {

@@ -256,7 +256,10 @@ mod tests {
         q.insert(Request::read(4, 1, 100, 8));
         assert!(matches!(
             q.merge(Request::read(5, 1, 92, 8), &RULE),
-            MergeOutcome::Merged { survivor: RequestId(4), absorbed_queued: None }
+            MergeOutcome::Merged {
+                survivor: RequestId(4),
+                absorbed_queued: None
+            }
         ));
         assert_eq!(ids(&q), vec![(1, 0, 24), (4, 92, 16)]);
     }
@@ -265,13 +268,31 @@ mod tests {
     fn respects_direction_size_and_front_merge_switch() {
         let mut q = SortedQueue::new();
         q.insert(Request::read(1, 1, 0, 250));
-        assert!(matches!(q.merge(Request::read(2, 1, 250, 8), &RULE), MergeOutcome::None(_)));
-        assert!(matches!(q.merge(Request::write(3, 1, 250, 4), &RULE), MergeOutcome::None(_)));
+        assert!(matches!(
+            q.merge(Request::read(2, 1, 250, 8), &RULE),
+            MergeOutcome::None(_)
+        ));
+        assert!(matches!(
+            q.merge(Request::write(3, 1, 250, 4), &RULE),
+            MergeOutcome::None(_)
+        ));
         q.insert(Request::read(4, 1, 1000, 8));
-        let no_front = MergeRule { front_merges: false, ..RULE };
-        assert!(matches!(q.merge(Request::read(5, 1, 992, 8), &no_front), MergeOutcome::None(_)));
-        let per_task = MergeRule { same_task: true, ..RULE };
-        assert!(matches!(q.merge(Request::read(6, 2, 1008, 8), &per_task), MergeOutcome::None(_)));
+        let no_front = MergeRule {
+            front_merges: false,
+            ..RULE
+        };
+        assert!(matches!(
+            q.merge(Request::read(5, 1, 992, 8), &no_front),
+            MergeOutcome::None(_)
+        ));
+        let per_task = MergeRule {
+            same_task: true,
+            ..RULE
+        };
+        assert!(matches!(
+            q.merge(Request::read(6, 2, 1008, 8), &per_task),
+            MergeOutcome::None(_)
+        ));
     }
 
     #[test]

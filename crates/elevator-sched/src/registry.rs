@@ -76,7 +76,11 @@ pub enum TunableError {
 impl fmt::Display for TunableError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TunableError::Unknown { policy, name, known } => write!(
+            TunableError::Unknown {
+                policy,
+                name,
+                known,
+            } => write!(
                 f,
                 "{policy} has no tunable {name:?} (it has: {})",
                 known.join(", ")
@@ -85,7 +89,10 @@ impl fmt::Display for TunableError {
                 policy,
                 name,
                 value,
-            } => write!(f, "{policy} tunable {name} must not be negative, got {value}"),
+            } => write!(
+                f,
+                "{policy} tunable {name} must not be negative, got {value}"
+            ),
         }
     }
 }
@@ -131,7 +138,11 @@ impl SchedulerType {
 
 /// Every policy, in the order of the lineage.
 pub fn registry() -> &'static [SchedulerType] {
-    &[policy::noop::TYPE, policy::deadline::TYPE]
+    &[
+        policy::noop::TYPE,
+        policy::deadline::TYPE,
+        policy::cfq::TYPE,
+    ]
 }
 
 /// Look a policy up by name or alias.

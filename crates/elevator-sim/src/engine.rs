@@ -170,7 +170,11 @@ impl Engine {
     }
 
     /// Call the workload, then act on what it asked for.
-    fn call(&mut self, workload: &mut dyn Workload, f: impl FnOnce(&mut dyn Workload, &mut Io<'_>)) {
+    fn call(
+        &mut self,
+        workload: &mut dyn Workload,
+        f: impl FnOnce(&mut dyn Workload, &mut Io<'_>),
+    ) {
         let mut io = Io {
             now: self.now,
             next_id: &mut self.next_id,
@@ -262,10 +266,9 @@ impl Engine {
             self.insert(next);
         }
         for part_id in request.ids() {
-            let part = self
-                .parts
-                .remove(&part_id)
-                .unwrap_or_else(|| panic!("request {part_id:?} completed twice or never submitted"));
+            let part = self.parts.remove(&part_id).unwrap_or_else(|| {
+                panic!("request {part_id:?} completed twice or never submitted")
+            });
             self.completed += 1;
             let done = Completion {
                 id: part_id,

@@ -1,6 +1,8 @@
 //! The engine on a fixed-service-time device: conservation, slots, waits.
 
-use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, QueueLimits, Request, RequestId, TaskId};
+use elevator_core::{
+    Duration, GroupId, Instant, IoPrio, Op, QueueLimits, Request, RequestId, TaskId,
+};
 use elevator_device::{Device, DeviceStats};
 use elevator_sched::{Dispatch, Scheduler};
 use elevator_sim::{BlockIo, Completion, Engine, EngineConfig, Io, Workload};
@@ -91,7 +93,8 @@ impl Workload for Burst {
     fn start(&mut self, io_: &mut Io<'_>) {
         for i in 0..self.n {
             // Spread out so nothing merges.
-            self.submitted.insert(io_.submit(io(Op::Write, i * 1000, 1)));
+            self.submitted
+                .insert(io_.submit(io(Op::Write, i * 1000, 1)));
         }
         io_.wake_at(Instant::ZERO + Duration::from_millis(1), 7);
     }
@@ -113,13 +116,22 @@ impl Workload for Burst {
 }
 
 fn noop() -> Box<dyn Scheduler> {
-    elevator_sched::find("noop").unwrap().build_default(&QueueLimits::default())
+    elevator_sched::find("noop")
+        .unwrap()
+        .build_default(&QueueLimits::default())
 }
 
 #[test]
 fn every_request_completes_once_and_time_adds_up() {
-    let mut w = Burst { n: 50, ..Burst::default() };
-    let mut e = Engine::new(noop(), Box::new(FixedDisk::new(2, 1)), EngineConfig::default());
+    let mut w = Burst {
+        n: 50,
+        ..Burst::default()
+    };
+    let mut e = Engine::new(
+        noop(),
+        Box::new(FixedDisk::new(2, 1)),
+        EngineConfig::default(),
+    );
     let s = e.run(&mut w);
     assert_eq!(s.completed, 51);
     assert_eq!(s.end, Instant::ZERO + Duration::from_millis(2 * 51));
@@ -130,8 +142,15 @@ fn every_request_completes_once_and_time_adds_up() {
 fn request_slots_make_a_reader_wait_behind_a_writer_only_within_its_direction() {
     // 300 writes exceed the 128 write slots; the read has its own slots, so
     // under noop it waits only for the writes already admitted.
-    let mut w = Burst { n: 300, ..Burst::default() };
-    let mut e = Engine::new(noop(), Box::new(FixedDisk::new(1, 1)), EngineConfig::default());
+    let mut w = Burst {
+        n: 300,
+        ..Burst::default()
+    };
+    let mut e = Engine::new(
+        noop(),
+        Box::new(FixedDisk::new(1, 1)),
+        EngineConfig::default(),
+    );
     e.run(&mut w);
     let waited = w.read_latency.unwrap();
     println!("read waited {waited} behind 300 writes with 128 write slots");
@@ -139,7 +158,10 @@ fn request_slots_make_a_reader_wait_behind_a_writer_only_within_its_direction() 
     assert!(waited >= Duration::from_millis(120), "{waited}");
 
     // With one shared slot pool big enough for all, it waits behind all 300.
-    let mut w = Burst { n: 300, ..Burst::default() };
+    let mut w = Burst {
+        n: 300,
+        ..Burst::default()
+    };
     let config = EngineConfig {
         nr_requests: [usize::MAX, usize::MAX],
         ..EngineConfig::default()
@@ -185,8 +207,15 @@ impl Scheduler for Lazy {
 
 #[test]
 fn a_wait_arms_a_wake_up() {
-    let mut w = Burst { n: 1, ..Burst::default() };
-    let mut e = Engine::new(Box::new(Lazy::default()), Box::new(FixedDisk::new(1, 1)), EngineConfig::default());
+    let mut w = Burst {
+        n: 1,
+        ..Burst::default()
+    };
+    let mut e = Engine::new(
+        Box::new(Lazy::default()),
+        Box::new(FixedDisk::new(1, 1)),
+        EngineConfig::default(),
+    );
     let s = e.run(&mut w);
     // Nothing moves before 5 ms; then two 1 ms requests.
     assert_eq!(s.end, Instant::ZERO + Duration::from_millis(7));
@@ -194,7 +223,10 @@ fn a_wait_arms_a_wake_up() {
 
 #[test]
 fn the_time_limit_stops_a_run() {
-    let mut w = Burst { n: 100, ..Burst::default() };
+    let mut w = Burst {
+        n: 100,
+        ..Burst::default()
+    };
     let config = EngineConfig {
         time_limit: Instant::ZERO + Duration::from_millis(10),
         ..EngineConfig::default()

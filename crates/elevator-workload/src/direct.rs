@@ -13,9 +13,7 @@
 //! once in the job's statistics when it completes.
 
 use crate::Part;
-use elevator_core::{
-    Duration, GroupId, Instant, IoPrio, Op, Prng, Sector, TaskId, SECTOR_SIZE,
-};
+use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, Prng, Sector, TaskId, SECTOR_SIZE};
 use elevator_metrics::JobStats;
 use elevator_sim::{BlockIo, Completion, Io, Workload};
 
@@ -160,7 +158,11 @@ impl DirectJob {
 
 impl Workload for DirectJob {
     fn start(&mut self, io: &mut Io<'_>) {
-        assert!(self.region_sectors > 0, "job {} has an empty region", self.name);
+        assert!(
+            self.region_sectors > 0,
+            "job {} has an empty region",
+            self.name
+        );
         io.wake_at(Instant::ZERO + self.start, WAKE_START);
     }
 

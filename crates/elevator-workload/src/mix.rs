@@ -31,7 +31,9 @@ pub struct Mix {
 
 impl std::fmt::Debug for Mix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mix").field("parts", &self.parts.len()).finish()
+        f.debug_struct("Mix")
+            .field("parts", &self.parts.len())
+            .finish()
     }
 }
 
@@ -53,10 +55,18 @@ impl Mix {
         self.parts.iter().flat_map(|p| p.stats()).collect()
     }
 
-    fn with_part(&mut self, index: usize, io: &mut Io<'_>, f: impl FnOnce(&mut dyn Part, &mut Io<'_>)) {
+    fn with_part(
+        &mut self,
+        index: usize,
+        io: &mut Io<'_>,
+        f: impl FnOnce(&mut dyn Part, &mut Io<'_>),
+    ) {
         // Tag the timers the part arms with its index.
         let part = self.parts[index].as_mut();
-        io.tag_timers(u64::try_from(index).expect("few parts") << PART_SHIFT, |io| f(part, io));
+        io.tag_timers(
+            u64::try_from(index).expect("few parts") << PART_SHIFT,
+            |io| f(part, io),
+        );
     }
 }
 
@@ -82,6 +92,9 @@ impl Workload for Mix {
     }
 
     fn finished(&self) -> bool {
-        self.parts.iter().filter(|p| p.measured()).all(|p| p.finished())
+        self.parts
+            .iter()
+            .filter(|p| p.measured())
+            .all(|p| p.finished())
     }
 }

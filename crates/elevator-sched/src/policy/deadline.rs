@@ -115,7 +115,10 @@ impl Direction {
     }
 
     fn take(&mut self, id: RequestId) -> Request {
-        let d = self.deadline.remove(&id).expect("queued request has a deadline");
+        let d = self
+            .deadline
+            .remove(&id)
+            .expect("queued request has a deadline");
         self.fifo.remove(&(d, id));
         self.sorted.remove(id).expect("queued")
     }

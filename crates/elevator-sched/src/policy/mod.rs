@@ -1,4 +1,5 @@
 //! One module per policy, named after it.
 
+pub mod cfq;
 pub mod deadline;
 pub mod noop;
