@@ -2,4 +2,5 @@
 
 pub mod cfq;
 pub mod deadline;
+pub mod deadline_mc;
 pub mod noop;
