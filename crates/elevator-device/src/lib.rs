@@ -12,6 +12,35 @@
 //! Architecture invariant: `in_flight() <= limits().queue_depth`; the
 //! engine never submits more, and a model returns every submitted request
 //! exactly once through `complete`.
+//!
+//! # Models
+//!
+//! * Hard disks after Ruemmler & Wilkes (IEEE Computer,
+//!   1994): fitted √/linear seek curve, rotation derived from `now`, zoned
+//!   recording with track skew, a segmented read-ahead buffer, write-back
+//!   caching and NCQ with shortest-positioning-time-first. Profiles
+//!   `ide-2003`, `sata-hdd`, and `ibm18es` (DiskSim's validated Ultrastar).
+//! * SSDs with channel/die/plane parallelism, striped mapping, a write
+//!   buffer and a host link with per-command cost, in MQSim's vocabulary
+//!   (Tavakkol et al., FAST 2018). Profiles `ssd-sata-2016` (the Plextor
+//!   of the 2016 BFQ letter) and `nvme`.
+//! * SD cards with allocation units and a few open AUs, after Arnd
+//!   Bergmann's measurements of cheap flash (LWN, 2011). Profile
+//!   `sdcard-2009`.
+//!
+//! All models answer in O(1) or O(queue depth) per request and allocate
+//! nothing after construction: they sit on the simulator's hot path.
+//!
+//! Build one with [`open`] (a built-in name or a `.toml` path) or
+//! [`parse`]; [`builtin_profiles`] lists the built-ins.
+
+mod completions;
+mod hdd;
+mod profile;
+mod sdcard;
+mod ssd;
+
+pub use profile::{builtin_profiles, open, parse, ProfileError};
 
 use elevator_core::{Instant, QueueLimits, Request, RequestId};
 

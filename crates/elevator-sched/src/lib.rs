@@ -16,6 +16,7 @@
 //! [`registry`]; the conformance suite and the benchmarks pick it up from
 //! there.
 
+pub mod group;
 pub mod policy;
 mod queue;
 mod registry;

@@ -28,5 +28,5 @@ pub mod strategy;
 pub mod toys;
 pub mod workload;
 
-pub use driver::{run, Options, RunReport, Violation};
-pub use workload::{Case, DeviceSpec, Exit, Layout, OpKind, OpMix, Phase, TaskScript, Workload};
+pub use driver::{run, Options, RunReport};
+pub use workload::Case;

@@ -1,0 +1,800 @@
+//! Device profiles: a model and its numbers, as a TOML file.
+//!
+//! A profile names its model with `kind = "hdd" | "ssd" | "sdcard"` and
+//! gives that model's parameters in a few tables; every built-in profile
+//! says where each number comes from. Built-ins are compiled in from
+//! `profiles/NAME.toml`; [`open`] also takes a path to a file of the same
+//! form.
+//!
+//! Loading never panics. A file that does not parse, has an unknown or a
+//! missing key, or a value out of range gives a [`ProfileError`] naming the
+//! file, the line and the key.
+
+use crate::hdd::geometry::{skew_for, ZoneSpec};
+use crate::hdd::seek::{SeekCurve, SeekFitError};
+use crate::hdd::{Hdd, HddParams};
+use crate::sdcard::{SdCard, SdParams};
+use crate::ssd::{Ssd, SsdParams};
+use crate::Device;
+use elevator_core::{Duration, SECTOR_SIZE};
+use serde::Deserialize;
+use std::fmt;
+use std::ops::RangeInclusive;
+
+/// The built-in profiles: name, one-line description, file text.
+const BUILTINS: &[(&str, &str, &str)] = &[
+    (
+        "ide-2003",
+        "2003 fast IDE disk (Deskstar 120GXP class): 80 GB, 7200 rpm, ATA-100, no queueing",
+        include_str!("../profiles/ide-2003.toml"),
+    ),
+    (
+        "sata-hdd",
+        "current 7200 rpm SATA disk: 1 TB, 210-100 MB/s, NCQ 31, 64 MB cache",
+        include_str!("../profiles/sata-hdd.toml"),
+    ),
+    (
+        "ibm18es",
+        "IBM Ultrastar 18ES (DNES-309170W), 9 GB, from DiskSim's validated model",
+        include_str!("../profiles/ibm18es.toml"),
+    ),
+    (
+        "ssd-sata-2016",
+        "SATA SSD (Plextor PX-256M5S class): 256 GB MLC, 8 channels, NCQ 31",
+        include_str!("../profiles/ssd-sata-2016.toml"),
+    ),
+    (
+        "nvme",
+        "NVMe SSD (Samsung 970 EVO Plus 1 TB class): PCIe 3.0 x4, 3.5 GB/s",
+        include_str!("../profiles/nvme.toml"),
+    ),
+    (
+        "sdcard-2009",
+        "cheap 2009 SDHC card: 4 GB, class 4, 4 MiB allocation units, 2 open",
+        include_str!("../profiles/sdcard-2009.toml"),
+    ),
+];
+
+/// Names and one-line descriptions of the built-in profiles.
+pub fn builtin_profiles() -> Vec<(&'static str, &'static str)> {
+    BUILTINS.iter().map(|&(n, d, _)| (n, d)).collect()
+}
+
+/// Build a device from a built-in profile name or a path to a `.toml`
+/// profile.
+pub fn open(name_or_path: &str) -> Result<Box<dyn Device>, ProfileError> {
+    if let Some(&(name, _, text)) = BUILTINS.iter().find(|b| b.0 == name_or_path) {
+        return parse(name, text);
+    }
+    match std::fs::read_to_string(name_or_path) {
+        Ok(text) => parse(name_or_path, &text),
+        Err(source) => Err(ProfileError::NotFound {
+            name: name_or_path.to_string(),
+            builtins: BUILTINS.iter().map(|b| b.0).collect::<Vec<_>>().join(", "),
+            source,
+        }),
+    }
+}
+
+/// Build a device from profile text; `source_name` names it in errors and
+/// becomes the device's name (a path's file stem).
+pub fn parse(source_name: &str, text: &str) -> Result<Box<dyn Device>, ProfileError> {
+    let ctx = Ctx {
+        file: source_name,
+        text,
+    };
+    let name = std::path::Path::new(source_name)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(source_name)
+        .to_string();
+    // First only the kind, then the whole file against that kind's schema:
+    // serde keeps toml's spans only when the target type is known up front.
+    let head: KindOnly = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
+    match head.kind.as_str() {
+        "hdd" => {
+            let f: HddFile = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
+            Ok(Box::new(Hdd::new(f.validate(&ctx, name)?)))
+        }
+        "ssd" => {
+            let f: SsdFile = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
+            Ok(Box::new(Ssd::new(f.validate(&ctx, name)?)))
+        }
+        "sdcard" => {
+            let f: SdFile = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
+            Ok(Box::new(SdCard::new(f.validate(&ctx, name)?)))
+        }
+        other => Err(ctx.error(
+            "kind",
+            format!("unknown device kind {other:?}: expected \"hdd\", \"ssd\" or \"sdcard\""),
+        )),
+    }
+}
+
+/// Why a profile could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileError {
+    /// Neither a built-in name nor a readable file.
+    #[error(
+        "no device profile {name:?}: not a built-in ({builtins}) and not a readable file: {source}"
+    )]
+    NotFound {
+        name: String,
+        builtins: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a valid profile.
+    #[error("{file}:{line}: `{key}`: {message}")]
+    Invalid {
+        file: String,
+        /// 1-based.
+        line: usize,
+        /// Dotted path of the key, e.g. `mechanics.rpm`.
+        key: String,
+        message: String,
+    },
+}
+
+/// The file being loaded, for error messages.
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    /// An error about `key` (a dotted path), at the line that sets it.
+    fn error(&self, key: &str, message: impl Into<String>) -> ProfileError {
+        ProfileError::Invalid {
+            file: self.file.to_string(),
+            line: locate_key(self.text, key),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// `value` if it lies in `range`, else an error naming `key`.
+    fn check<T: PartialOrd + fmt::Display + Copy>(
+        &self,
+        key: &str,
+        value: T,
+        range: RangeInclusive<T>,
+    ) -> Result<T, ProfileError> {
+        if range.contains(&value) {
+            Ok(value)
+        } else {
+            Err(self.error(
+                key,
+                format!(
+                    "{value} is out of range (expected {} to {})",
+                    range.start(),
+                    range.end()
+                ),
+            ))
+        }
+    }
+
+    /// Translate a toml/serde error, finding the line from its span and
+    /// the key from the message or the line.
+    fn toml_error(&self, e: &toml::de::Error) -> ProfileError {
+        let message = e.message().trim().to_string();
+        let offset = e.span().map_or(0, |s| s.start.min(self.text.len()));
+        let line = self.text[..offset].matches('\n').count() + 1;
+        let line_text = self.text.lines().nth(line - 1).unwrap_or("");
+        let table = table_at(self.text, line);
+        let named = ["unknown field `", "missing field `", "duplicate key `"]
+            .iter()
+            .find_map(|p| message.strip_prefix(p))
+            .and_then(|rest| rest.split('`').next());
+        let key = match named {
+            // A missing key is reported on its table's header.
+            Some(k) if message.starts_with("missing") => {
+                let t = table_header(line_text).unwrap_or(table);
+                join_key(t, k)
+            }
+            Some(k) => join_key(table, k),
+            None => match line_text.split_once('=') {
+                Some((k, _)) if table_header(line_text).is_none() => {
+                    join_key(table, k.trim().trim_matches('"'))
+                }
+                _ => table_header(line_text).unwrap_or(table).to_string(),
+            },
+        };
+        let key = if key.is_empty() {
+            "(top level)".to_string()
+        } else {
+            key
+        };
+        ProfileError::Invalid {
+            file: self.file.to_string(),
+            line,
+            key,
+            message,
+        }
+    }
+}
+
+fn join_key(table: &str, key: &str) -> String {
+    if table.is_empty() {
+        key.to_string()
+    } else {
+        format!("{table}.{key}")
+    }
+}
+
+/// The table named by a `[header]` or `[[header]]` line.
+fn table_header(line: &str) -> Option<&str> {
+    let l = line.trim();
+    let l = l.split('#').next().unwrap_or("").trim();
+    let inner = l.strip_prefix("[[").and_then(|r| r.strip_suffix("]]"));
+    let inner = inner.or_else(|| l.strip_prefix('[').and_then(|r| r.strip_suffix(']')));
+    inner.map(str::trim)
+}
+
+/// The table in force at 1-based `line` ("" for the top level).
+fn table_at(text: &str, line: usize) -> &str {
+    text.lines()
+        .take(line)
+        .filter_map(table_header)
+        .last()
+        .unwrap_or("")
+}
+
+/// The 1-based line that sets dotted `key` (an index suffix like `[3]` is
+/// ignored); the table's header if the key is absent; 1 if neither is.
+fn locate_key(text: &str, key: &str) -> usize {
+    let key = key.split('[').next().unwrap_or(key);
+    let (table, leaf) = key.rsplit_once('.').unwrap_or(("", key));
+    let mut current = "";
+    let mut header_line = None;
+    for (i, l) in text.lines().enumerate() {
+        if let Some(t) = table_header(l) {
+            current = t;
+            if t == table {
+                header_line = Some(i + 1);
+            }
+            continue;
+        }
+        if current == table {
+            if let Some((k, _)) = l.split_once('=') {
+                if k.trim().trim_matches('"') == leaf {
+                    return i + 1;
+                }
+            }
+        }
+    }
+    header_line.unwrap_or(1)
+}
+
+fn ms(v: f64) -> Duration {
+    Duration::from_secs_f64(v / 1e3)
+}
+
+fn us(v: f64) -> Duration {
+    Duration::from_secs_f64(v / 1e6)
+}
+
+#[derive(Deserialize)]
+struct KindOnly {
+    kind: String,
+}
+
+// ---------------------------------------------------------------- hdd --
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HddFile {
+    #[allow(dead_code)]
+    kind: String,
+    #[allow(dead_code)]
+    description: Option<String>,
+    interface: HddInterface,
+    mechanics: HddMechanics,
+    layout: HddLayout,
+    controller: HddController,
+    cache: HddCache,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HddInterface {
+    queue_depth: u32,
+    max_sectors: u32,
+    transfer_mb_per_s: f64,
+    ncq_age_limit_ms: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HddMechanics {
+    rpm: u32,
+    surfaces: u32,
+    track_to_track_ms: f64,
+    average_seek_ms: f64,
+    full_stroke_ms: f64,
+    head_switch_ms: f64,
+    cylinder_switch_ms: f64,
+    write_settle_ms: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HddLayout {
+    cylinders: Option<u32>,
+    zones: Option<u32>,
+    outer_sectors_per_track: Option<u32>,
+    inner_sectors_per_track: Option<u32>,
+    /// Rows of `[cylinders, sectors_per_track, track_skew, cylinder_skew]`.
+    zone_table: Option<Vec<[u32; 4]>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HddController {
+    read_miss_overhead_ms: f64,
+    read_hit_overhead_ms: f64,
+    write_overhead_ms: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HddCache {
+    segments: u32,
+    segment_sectors: u32,
+    write_cache: bool,
+    write_buffer_sectors: u32,
+    write_buffer_runs: u32,
+}
+
+/// Default NCQ age limit when a queued profile gives none.
+const NCQ_AGE_LIMIT_MS: f64 = 500.0;
+
+impl HddFile {
+    fn validate(self, c: &Ctx, name: String) -> Result<HddParams, ProfileError> {
+        let i = &self.interface;
+        let m = &self.mechanics;
+        let queue_depth = c.check("interface.queue_depth", i.queue_depth, 1..=256)?;
+        let max_sectors = c.check("interface.max_sectors", i.max_sectors, 8..=65_535)?;
+        let bus = c.check(
+            "interface.transfer_mb_per_s",
+            i.transfer_mb_per_s,
+            0.1..=100_000.0,
+        )?;
+        let age = c.check(
+            "interface.ncq_age_limit_ms",
+            i.ncq_age_limit_ms.unwrap_or(NCQ_AGE_LIMIT_MS),
+            1.0..=60_000.0,
+        )?;
+        let rpm = c.check("mechanics.rpm", m.rpm, 1_000..=20_000)?;
+        let surfaces = c.check("mechanics.surfaces", m.surfaces, 1..=64)?;
+        let t1 = c.check(
+            "mechanics.track_to_track_ms",
+            m.track_to_track_ms,
+            0.01..=20.0,
+        )?;
+        let avg = c.check("mechanics.average_seek_ms", m.average_seek_ms, 0.1..=50.0)?;
+        let full = c.check("mechanics.full_stroke_ms", m.full_stroke_ms, 0.1..=100.0)?;
+        let hs = c.check("mechanics.head_switch_ms", m.head_switch_ms, 0.0..=20.0)?;
+        let cs = c.check(
+            "mechanics.cylinder_switch_ms",
+            m.cylinder_switch_ms,
+            0.0..=20.0,
+        )?;
+        let settle = c.check("mechanics.write_settle_ms", m.write_settle_ms, 0.0..=20.0)?;
+        let zones = self.layout.zones(c, rpm, hs, cs)?;
+        let cylinders: u32 = zones.iter().map(|z| z.cylinders).sum();
+        let seek = SeekCurve::fit(cylinders, t1, avg, full).map_err(|e| match e {
+            SeekFitError::NotIncreasing => c.error(
+                "mechanics.average_seek_ms",
+                "seek times must grow: track_to_track_ms < average_seek_ms < full_stroke_ms",
+            ),
+            SeekFitError::AverageOutOfReach { lowest, highest } => c.error(
+                "mechanics.average_seek_ms",
+                format!(
+                    "no square-root/linear seek curve through {t1} ms and {full} ms \
+                     averages {avg} ms: it must lie between {lowest:.3} and {highest:.3} ms"
+                ),
+            ),
+        })?;
+        let ctl = &self.controller;
+        let read_miss = c.check(
+            "controller.read_miss_overhead_ms",
+            ctl.read_miss_overhead_ms,
+            0.0..=50.0,
+        )?;
+        let read_hit = c.check(
+            "controller.read_hit_overhead_ms",
+            ctl.read_hit_overhead_ms,
+            0.0..=50.0,
+        )?;
+        let write = c.check(
+            "controller.write_overhead_ms",
+            ctl.write_overhead_ms,
+            0.0..=50.0,
+        )?;
+        let k = &self.cache;
+        let segments = c.check("cache.segments", k.segments, 1..=1024)?;
+        let segment_sectors = c.check("cache.segment_sectors", k.segment_sectors, 1..=1 << 24)?;
+        let wb = c.check(
+            "cache.write_buffer_sectors",
+            k.write_buffer_sectors,
+            0..=1 << 24,
+        )?;
+        let runs = c.check("cache.write_buffer_runs", k.write_buffer_runs, 1..=4096)?;
+        if k.write_cache && wb < max_sectors {
+            return Err(c.error(
+                "cache.write_buffer_sectors",
+                format!(
+                    "{wb} cannot hold one largest request (interface.max_sectors = {max_sectors})"
+                ),
+            ));
+        }
+        Ok(HddParams {
+            name,
+            rpm,
+            surfaces,
+            zones,
+            seek,
+            head_switch: ms(hs),
+            cylinder_switch: ms(cs),
+            write_settle: ms(settle),
+            read_miss_overhead: ms(read_miss),
+            read_hit_overhead: ms(read_hit),
+            write_overhead: ms(write),
+            bus_rate: bus * 1e6,
+            segments,
+            segment_sectors: u64::from(segment_sectors),
+            write_cache: k.write_cache,
+            write_buffer_sectors: u64::from(wb),
+            write_buffer_runs: runs,
+            queue_depth,
+            max_sectors,
+            age_limit: ms(age),
+        })
+    }
+}
+
+impl HddLayout {
+    /// The zones, from the explicit table or generated from the outer and
+    /// inner track sizes (equal cylinder counts, sectors per track falling
+    /// linearly with the radius).
+    fn zones(&self, c: &Ctx, rpm: u32, hs: f64, cs: f64) -> Result<Vec<ZoneSpec>, ProfileError> {
+        let generated = [
+            self.cylinders.is_some(),
+            self.zones.is_some(),
+            self.outer_sectors_per_track.is_some(),
+            self.inner_sectors_per_track.is_some(),
+        ];
+        let spt_range = 16..=100_000;
+        match (&self.zone_table, generated) {
+            (Some(rows), [false, false, false, false]) => {
+                if rows.is_empty() {
+                    return Err(c.error("layout.zone_table", "needs at least one zone"));
+                }
+                rows.iter()
+                    .enumerate()
+                    .map(|(n, &[cylinders, spt, ts, cks])| {
+                        let key = format!("layout.zone_table[{n}]");
+                        c.check(&key, cylinders, 1..=10_000_000)?;
+                        c.check(&key, spt, spt_range.clone())?;
+                        c.check(&key, ts, 0..=spt - 1)?;
+                        c.check(&key, cks, 0..=spt - 1)?;
+                        Ok(ZoneSpec {
+                            cylinders,
+                            sectors_per_track: spt,
+                            track_skew: ts,
+                            cylinder_skew: cks,
+                        })
+                    })
+                    .collect()
+            }
+            (None, [true, true, true, true]) => {
+                let cylinders = c.check(
+                    "layout.cylinders",
+                    self.cylinders.unwrap_or(0),
+                    3..=10_000_000,
+                )?;
+                let n = c.check(
+                    "layout.zones",
+                    self.zones.unwrap_or(0),
+                    1..=1024.min(cylinders),
+                )?;
+                let outer = c.check(
+                    "layout.outer_sectors_per_track",
+                    self.outer_sectors_per_track.unwrap_or(0),
+                    spt_range.clone(),
+                )?;
+                let inner = c.check(
+                    "layout.inner_sectors_per_track",
+                    self.inner_sectors_per_track.unwrap_or(0),
+                    spt_range.start().to_owned()..=outer,
+                )?;
+                Ok((0..n)
+                    .map(|z| {
+                        let frac = if n > 1 {
+                            f64::from(z) / f64::from(n - 1)
+                        } else {
+                            0.0
+                        };
+                        let spt =
+                            (f64::from(outer) - f64::from(outer - inner) * frac).round() as u32;
+                        ZoneSpec {
+                            cylinders: cylinders / n + u32::from(z < cylinders % n),
+                            sectors_per_track: spt,
+                            track_skew: skew_for(ms(hs), rpm, spt),
+                            cylinder_skew: skew_for(ms(cs), rpm, spt),
+                        }
+                    })
+                    .collect())
+            }
+            _ => Err(c.error(
+                "layout",
+                "give either zone_table, or all of cylinders, zones, \
+                 outer_sectors_per_track and inner_sectors_per_track",
+            )),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- ssd --
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SsdFile {
+    #[allow(dead_code)]
+    kind: String,
+    #[allow(dead_code)]
+    description: Option<String>,
+    interface: SsdInterface,
+    flash: SsdFlash,
+    buffer: SsdBuffer,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SsdInterface {
+    capacity_gb: u64,
+    queue_depth: u32,
+    max_sectors: u32,
+    link_mb_per_s: f64,
+    command_overhead_us: f64,
+    firmware_latency_us: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SsdFlash {
+    channels: u32,
+    dies_per_channel: u32,
+    planes_per_die: u32,
+    page_kib: u32,
+    read_us: f64,
+    program_us: f64,
+    channel_mb_per_s: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SsdBuffer {
+    write_buffer_mib: u32,
+}
+
+impl SsdFile {
+    fn validate(self, c: &Ctx, name: String) -> Result<SsdParams, ProfileError> {
+        let i = &self.interface;
+        let f = &self.flash;
+        let gb = c.check("interface.capacity_gb", i.capacity_gb, 1..=1_000_000)?;
+        let queue_depth = c.check("interface.queue_depth", i.queue_depth, 1..=65_535)?;
+        let max_sectors = c.check("interface.max_sectors", i.max_sectors, 8..=65_535)?;
+        let link = c.check("interface.link_mb_per_s", i.link_mb_per_s, 1.0..=1e6)?;
+        let cmd = c.check(
+            "interface.command_overhead_us",
+            i.command_overhead_us,
+            0.0..=10_000.0,
+        )?;
+        let fw = c.check(
+            "interface.firmware_latency_us",
+            i.firmware_latency_us,
+            0.0..=10_000.0,
+        )?;
+        let channels = c.check("flash.channels", f.channels, 1..=256)?;
+        let dies = c.check("flash.dies_per_channel", f.dies_per_channel, 1..=256)?;
+        let planes = c.check("flash.planes_per_die", f.planes_per_die, 1..=16)?;
+        let page_kib = c.check("flash.page_kib", f.page_kib, 1..=1024)?;
+        let read = c.check("flash.read_us", f.read_us, 0.1..=100_000.0)?;
+        let program = c.check("flash.program_us", f.program_us, 0.1..=100_000.0)?;
+        let chan = c.check("flash.channel_mb_per_s", f.channel_mb_per_s, 1.0..=1e6)?;
+        let page_bytes = u64::from(page_kib) * 1024;
+        let largest = u64::from(max_sectors) * SECTOR_SIZE;
+        let wb_mib = c.check(
+            "buffer.write_buffer_mib",
+            self.buffer.write_buffer_mib,
+            1..=1 << 20,
+        )?;
+        let wb = u64::from(wb_mib) << 20;
+        if wb < largest + page_bytes {
+            return Err(c.error(
+                "buffer.write_buffer_mib",
+                "the write buffer must hold at least one largest request and a page",
+            ));
+        }
+        Ok(SsdParams {
+            name,
+            capacity_sectors: gb * 1_000_000_000 / SECTOR_SIZE,
+            queue_depth,
+            max_sectors,
+            channels,
+            dies_per_channel: dies,
+            planes_per_die: planes,
+            page_bytes,
+            read_latency: us(read),
+            program_latency: us(program),
+            channel_rate: chan * 1e6,
+            link_rate: link * 1e6,
+            command_overhead: us(cmd),
+            firmware_latency: us(fw),
+            write_buffer_bytes: wb,
+        })
+    }
+}
+
+// ------------------------------------------------------------- sdcard --
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SdFile {
+    #[allow(dead_code)]
+    kind: String,
+    #[allow(dead_code)]
+    description: Option<String>,
+    interface: SdInterface,
+    flash: SdFlash,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SdInterface {
+    capacity_mb: u64,
+    max_sectors: u32,
+    read_overhead_ms: f64,
+    read_mb_per_s: f64,
+    write_overhead_ms: f64,
+    write_mb_per_s: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SdFlash {
+    au_kib: u32,
+    open_aus: u32,
+    page_mapped_aus: u32,
+    copy_mb_per_s: f64,
+    erase_ms: f64,
+}
+
+impl SdFile {
+    fn validate(self, c: &Ctx, name: String) -> Result<SdParams, ProfileError> {
+        let i = &self.interface;
+        let f = &self.flash;
+        let mb = c.check("interface.capacity_mb", i.capacity_mb, 1..=10_000_000)?;
+        let max_sectors = c.check("interface.max_sectors", i.max_sectors, 1..=65_535)?;
+        let read_ovh = c.check(
+            "interface.read_overhead_ms",
+            i.read_overhead_ms,
+            0.0..=1000.0,
+        )?;
+        let read = c.check("interface.read_mb_per_s", i.read_mb_per_s, 0.01..=10_000.0)?;
+        let write_ovh = c.check(
+            "interface.write_overhead_ms",
+            i.write_overhead_ms,
+            0.0..=1000.0,
+        )?;
+        let write = c.check(
+            "interface.write_mb_per_s",
+            i.write_mb_per_s,
+            0.01..=10_000.0,
+        )?;
+        let au_kib = c.check("flash.au_kib", f.au_kib, 4..=1 << 22)?;
+        let open = c.check("flash.open_aus", f.open_aus, 1..=64)?;
+        let mapped = c.check("flash.page_mapped_aus", f.page_mapped_aus, 0..=1 << 20)?;
+        let copy = c.check("flash.copy_mb_per_s", f.copy_mb_per_s, 0.01..=10_000.0)?;
+        let erase = c.check("flash.erase_ms", f.erase_ms, 0.0..=10_000.0)?;
+        Ok(SdParams {
+            name,
+            capacity_sectors: mb * 1_000_000 / SECTOR_SIZE,
+            max_sectors,
+            au_sectors: u64::from(au_kib) * 1024 / SECTOR_SIZE,
+            open_aus: open,
+            page_mapped_aus: u64::from(mapped),
+            read_overhead: ms(read_ovh),
+            read_rate: read * 1e6,
+            write_overhead: ms(write_ovh),
+            write_rate: write * 1e6,
+            copy_rate: copy * 1e6,
+            erase_time: ms(erase),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(text: &str) -> (usize, String, String) {
+        match parse("t.toml", text) {
+            Err(ProfileError::Invalid {
+                line, key, message, ..
+            }) => (line, key, message),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("accepted bad profile"),
+        }
+    }
+
+    #[test]
+    fn every_builtin_loads_and_matches_its_description() {
+        for (name, desc, text) in BUILTINS {
+            let dev = open(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(dev.name(), *name);
+            let head: toml::Table = toml::from_str(text).unwrap();
+            assert_eq!(head["description"].as_str(), Some(*desc), "{name}");
+        }
+    }
+
+    #[test]
+    fn locates_keys_in_tables() {
+        let text = "kind = \"hdd\"\n[a]\nx = 1\n[b]\nx = 2\ny = 3\n";
+        assert_eq!(locate_key(text, "b.x"), 5);
+        assert_eq!(locate_key(text, "a.x"), 3);
+        assert_eq!(locate_key(text, "kind"), 1);
+        assert_eq!(locate_key(text, "b.z"), 4);
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let text = BUILTINS[0]
+            .2
+            .replace("[mechanics]\n", "[mechanics]\nspeed = 3\n");
+        let (line, key, msg) = invalid(&text);
+        assert_eq!(key, "mechanics.speed");
+        assert_eq!(text.lines().nth(line - 1), Some("speed = 3"));
+        assert!(msg.contains("unknown field"), "{msg}");
+    }
+
+    #[test]
+    fn out_of_range_and_wrong_type_name_line_and_key() {
+        let base = BUILTINS[0].2;
+        let rpm_line = base.lines().position(|l| l.starts_with("rpm")).unwrap() + 1;
+        let text = base.replacen("rpm = 7200", "rpm = 0", 1);
+        let (line, key, _) = invalid(&text);
+        assert_eq!((line, key.as_str()), (rpm_line, "mechanics.rpm"));
+        let text = base.replacen("rpm = 7200", "rpm = \"fast\"", 1);
+        let (line, key, _) = invalid(&text);
+        assert_eq!((line, key.as_str()), (rpm_line, "mechanics.rpm"));
+        let text = base.replacen("queue_depth = 1", "queue_depth = 0", 1);
+        let (_, key, _) = invalid(&text);
+        assert_eq!(key, "interface.queue_depth");
+    }
+
+    #[test]
+    fn missing_key_and_bad_kind_are_errors() {
+        let text = BUILTINS[0].2.replacen("rpm = 7200", "", 1);
+        let (_, key, msg) = invalid(&text);
+        assert_eq!(key, "mechanics.rpm");
+        assert!(msg.contains("missing"), "{msg}");
+        let (line, key, _) = invalid("kind = \"tape\"\n");
+        assert_eq!((line, key.as_str()), (1, "kind"));
+        let (line, key, msg) = invalid("description = \"x\"\n");
+        assert_eq!((line, key.as_str()), (1, "kind"));
+        assert!(msg.contains("missing"), "{msg}");
+        let (line, _, _) = invalid("kind = \"hdd\"\n[interface\n");
+        assert_eq!(line, 2);
+    }
+
+    #[test]
+    fn unknown_name_is_not_found() {
+        let e = open("no-such-disk").err().unwrap();
+        assert!(matches!(e, ProfileError::NotFound { .. }));
+        assert!(e.to_string().contains("ide-2003"));
+    }
+}

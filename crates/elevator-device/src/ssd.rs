@@ -1,0 +1,293 @@
+//! A flash SSD with internal parallelism, in the spirit of MQSim (Tavakkol
+//! et al., FAST 2018) but much smaller.
+//!
+//! * **Parallel units**: `channels × dies × planes` units that read and
+//!   program independently; the dies of a channel share its bus.
+//! * **Mapping**: logical pages are striped over the units, channel first
+//!   (page `p` lives on unit `p mod units`), as a sequentially written
+//!   drive would have them. Reads use this map.
+//! * **Reads**: the unit senses the page (`tR`), then the channel moves the
+//!   requested bytes to the controller, then the host link moves them to
+//!   the host.
+//! * **Writes**: the host link moves the data into the DRAM write buffer
+//!   and the write completes; full pages are then programmed (`tPROG`) on
+//!   units taken round-robin, as a log-structured FTL places new data. A
+//!   write waits for buffer space when the buffer is full. A flush
+//!   completes when everything acknowledged has been programmed.
+//! * **Host link**: one serial resource (SATA is half-duplex; an NVMe
+//!   queue pair shares one PCIe link) with a bandwidth and a per-command
+//!   cost. It is a calendar: a transfer takes the first idle gap long
+//!   enough after its data is ready, so commands complete out of order as
+//!   NCQ and NVMe allow.
+//!
+//! Everything is decided at submission: resources are reserved first come,
+//! first served, so a completion time never changes after `submit`.
+//! Garbage collection and the SLC cache running out are not modelled: the
+//! device behaves as a fresh, sequentially preconditioned drive.
+//!
+//! Invariants: each unit and channel does one thing at a time; the link
+//! calendar holds at most one interval per request in flight; the buffer
+//! never holds more than its size; no allocation after construction.
+
+use crate::completions::Completions;
+use crate::{Device, DeviceStats};
+use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId, SECTOR_SIZE};
+use std::collections::VecDeque;
+
+/// Everything an SSD model is built from (validated by the profile
+/// loader).
+#[derive(Clone, Debug)]
+pub(crate) struct SsdParams {
+    pub name: String,
+    pub capacity_sectors: u64,
+    pub queue_depth: u32,
+    pub max_sectors: u32,
+    pub channels: u32,
+    pub dies_per_channel: u32,
+    pub planes_per_die: u32,
+    pub page_bytes: u64,
+    pub read_latency: Duration,
+    pub program_latency: Duration,
+    /// Channel (flash bus) rate, bytes per second.
+    pub channel_rate: f64,
+    /// Host link payload rate, bytes per second.
+    pub link_rate: f64,
+    /// Link time per command besides its data.
+    pub command_overhead: Duration,
+    /// Controller latency per command, overlapped between commands.
+    pub firmware_latency: Duration,
+    pub write_buffer_bytes: u64,
+}
+
+/// Busy intervals of a serial resource, sorted and disjoint.
+#[derive(Debug)]
+struct Calendar {
+    busy: VecDeque<(Instant, Instant)>,
+}
+
+impl Calendar {
+    fn new(capacity: usize) -> Self {
+        Calendar {
+            busy: VecDeque::with_capacity(capacity),
+        }
+    }
+
+    /// Forget intervals over by `now`.
+    fn prune(&mut self, now: Instant) {
+        while self.busy.front().is_some_and(|&(_, end)| end <= now) {
+            self.busy.pop_front();
+        }
+    }
+
+    /// Book the first gap of `len` at or after `ready`; returns its end.
+    fn book(&mut self, ready: Instant, len: Duration) -> Instant {
+        let mut t = ready;
+        let mut at = self.busy.len();
+        for (i, &(s, e)) in self.busy.iter().enumerate() {
+            if e <= t {
+                continue;
+            }
+            if s >= t + len {
+                at = i;
+                break;
+            }
+            t = e;
+        }
+        let end = t + len;
+        self.busy.insert(at, (t, end));
+        end
+    }
+}
+
+/// A simulated SSD.
+#[derive(Debug)]
+pub(crate) struct Ssd {
+    p: SsdParams,
+    limits: QueueLimits,
+    units: u64,
+    unit_free: Vec<Instant>,
+    channel_free: Vec<Instant>,
+    link: Calendar,
+    /// Program completion times of buffered pages, in the order they
+    /// entered; the buffer frees in this order.
+    buffer: VecDeque<Instant>,
+    buffer_pages: usize,
+    /// Bytes written but not yet filling a page.
+    open_page_bytes: u64,
+    /// Round-robin write point over the units.
+    write_unit: u64,
+    /// When the last page acknowledged so far is programmed.
+    last_program: Instant,
+    done: Completions,
+}
+
+impl Ssd {
+    pub fn new(p: SsdParams) -> Self {
+        let units = u64::from(p.channels * p.dies_per_channel * p.planes_per_die);
+        let buffer_pages = (p.write_buffer_bytes / p.page_bytes).max(1) as usize;
+        Ssd {
+            limits: QueueLimits {
+                rotational: false,
+                queue_depth: p.queue_depth,
+                max_sectors: p.max_sectors,
+                capacity: p.capacity_sectors,
+            },
+            units,
+            unit_free: vec![Instant::ZERO; units as usize],
+            channel_free: vec![Instant::ZERO; p.channels as usize],
+            link: Calendar::new(p.queue_depth as usize + 1),
+            buffer: VecDeque::with_capacity(buffer_pages),
+            buffer_pages,
+            open_page_bytes: 0,
+            write_unit: 0,
+            last_program: Instant::ZERO,
+            done: Completions::new(p.queue_depth),
+            p,
+        }
+    }
+
+    fn time(bytes: u64, rate: f64) -> Duration {
+        Duration((bytes as f64 * 1e9 / rate).round() as u64)
+    }
+
+    /// Sense and move to the controller every page of `start..end`
+    /// (bytes); returns when the last byte is in the controller.
+    fn read_pages(&mut self, start: u64, end: u64, t0: Instant) -> Instant {
+        let page = self.p.page_bytes;
+        let channels = u64::from(self.p.channels);
+        let mut ready = t0;
+        let mut pos = start;
+        while pos < end {
+            let p = pos / page;
+            let chunk = end.min((p + 1) * page) - pos;
+            let unit = (p % self.units) as usize;
+            let channel = (p % self.units % channels) as usize;
+            let sensed = t0.max(self.unit_free[unit]) + self.p.read_latency;
+            let moved =
+                sensed.max(self.channel_free[channel]) + Self::time(chunk, self.p.channel_rate);
+            self.channel_free[channel] = moved;
+            self.unit_free[unit] = moved;
+            ready = ready.max(moved);
+            pos += chunk;
+        }
+        ready
+    }
+
+    /// When `pages` more pages fit in the buffer, at or after `now`.
+    fn buffer_room(&mut self, pages: usize, now: Instant) -> Instant {
+        while self.buffer.front().is_some_and(|&t| t <= now) {
+            self.buffer.pop_front();
+        }
+        let excess = (self.buffer.len() + pages).saturating_sub(self.buffer_pages);
+        let mut room = now;
+        for _ in 0..excess {
+            // The oldest pages leave first; by the time this write's data
+            // is in, they are gone.
+            if let Some(t) = self.buffer.pop_front() {
+                room = room.max(t);
+            }
+        }
+        room
+    }
+
+    /// Program one page from the buffer, starting no earlier than `t`.
+    fn program_page(&mut self, t: Instant) {
+        let unit = self.write_unit as usize;
+        self.write_unit = (self.write_unit + 1) % self.units;
+        // The data-in transfer is charged to the unit, not the channel
+        // bus: it keeps reads from queueing behind programs booked ahead.
+        let start = t.max(self.unit_free[unit]);
+        let end =
+            start + Self::time(self.p.page_bytes, self.p.channel_rate) + self.p.program_latency;
+        self.unit_free[unit] = end;
+        self.buffer.push_back(end);
+        self.last_program = self.last_program.max(end);
+    }
+
+    fn link_time(&self, bytes: u64) -> Duration {
+        self.p.command_overhead + Self::time(bytes, self.p.link_rate)
+    }
+}
+
+impl Device for Ssd {
+    fn name(&self) -> &str {
+        &self.p.name
+    }
+
+    fn limits(&self) -> QueueLimits {
+        self.limits
+    }
+
+    fn submit(&mut self, request: &Request, now: Instant) {
+        debug_assert!(self.in_flight() < self.p.queue_depth as usize);
+        self.done.submitted(now);
+        self.link.prune(now);
+        let cap = self.limits.capacity;
+        let start = request.sector.min(cap) * SECTOR_SIZE;
+        let end = request.end().min(cap) * SECTOR_SIZE;
+        let bytes = end.saturating_sub(start);
+        let t0 = now + self.p.firmware_latency;
+        let due = match request.op {
+            Op::Read => {
+                let ready = self.read_pages(start, end, t0);
+                self.link.book(ready, self.link_time(bytes))
+            }
+            Op::Write => {
+                let filled = self.open_page_bytes + bytes;
+                let pages = (filled / self.p.page_bytes) as usize;
+                let ready = t0.max(self.buffer_room(pages, now));
+                let acked = self.link.book(ready, self.link_time(bytes));
+                self.open_page_bytes = filled % self.p.page_bytes;
+                for _ in 0..pages {
+                    self.program_page(acked);
+                }
+                acked
+            }
+            Op::Flush => {
+                if self.open_page_bytes > 0 {
+                    // Pad and program the partly filled page.
+                    self.open_page_bytes = 0;
+                    let _ = self.buffer_room(1, now);
+                    self.program_page(t0);
+                }
+                let acked = self.link.book(t0, self.p.command_overhead);
+                acked.max(self.last_program)
+            }
+        };
+        self.done.schedule(request.id, due);
+    }
+
+    fn next_completion(&self) -> Option<Instant> {
+        self.done.next_due()
+    }
+
+    fn complete(&mut self, now: Instant) -> Option<RequestId> {
+        self.done.pop_due(now)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.done.in_flight()
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.done.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calendar_fills_gaps_first() {
+        let mut c = Calendar::new(4);
+        assert_eq!(c.book(Instant(100), Duration(10)), Instant(110));
+        assert_eq!(c.book(Instant(0), Duration(50)), Instant(50));
+        // No 60-long gap before 110.
+        assert_eq!(c.book(Instant(0), Duration(60)), Instant(170));
+        // A 40-long gap fits between 50 and 100.
+        assert_eq!(c.book(Instant(55), Duration(40)), Instant(95));
+        c.prune(Instant(96));
+        assert_eq!(c.busy.len(), 2);
+    }
+}

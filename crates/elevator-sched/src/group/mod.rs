@@ -1,0 +1,9 @@
+//! Group control that composes with every policy.
+//!
+//! [`throttle`] holds requests of groups over their `io.max` limits before
+//! they reach the policy (the kernel's blk-throttle sits above the
+//! elevator in the same way), so `--sched deadline` with limits works.
+//! Proportional weights live inside the policies that honour them (CFQ,
+//! BFQ), since only a policy decides who goes next.
+
+pub mod throttle;

@@ -1,0 +1,147 @@
+//! Deliberately broken policies. The conformance suite runs its own checks
+//! against them and expects failures: a checker that cannot fail proves
+//! nothing.
+
+use elevator_core::{Duration, Instant, Op, QueueLimits, Request};
+use elevator_sched::policy::deadline::Deadline;
+use elevator_sched::{Dispatch, Scheduler};
+use std::collections::VecDeque;
+
+/// Reads always go first; writes wait until no read is queued. It claims
+/// deadline's starvation bound without deadline's `writes_starved`, so a
+/// steady reader starves writers past it.
+#[derive(Debug)]
+pub struct ReadsFirst {
+    reads: VecDeque<Request>,
+    writes: VecDeque<Request>,
+    promise: Deadline,
+}
+
+impl ReadsFirst {
+    pub fn new(limits: &QueueLimits) -> Self {
+        ReadsFirst {
+            reads: VecDeque::new(),
+            writes: VecDeque::new(),
+            promise: Deadline::new(limits),
+        }
+    }
+}
+
+impl Scheduler for ReadsFirst {
+    fn name(&self) -> &'static str {
+        "toy-reads-first"
+    }
+    fn insert(&mut self, request: Request, _now: Instant) {
+        match request.op {
+            Op::Read => self.reads.push_back(request),
+            _ => self.writes.push_back(request),
+        }
+    }
+    fn dispatch(&mut self, _now: Instant) -> Dispatch {
+        match self.reads.pop_front().or_else(|| self.writes.pop_front()) {
+            Some(r) => Dispatch::Request(r),
+            None => Dispatch::Empty,
+        }
+    }
+    fn complete(&mut self, _request: &Request, _now: Instant) {}
+    fn queued(&self) -> usize {
+        self.reads.len() + self.writes.len()
+    }
+    fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
+        self.promise.starvation_bound(service, max_queued)
+    }
+}
+
+/// How a `Fifo` toy misbehaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flaw {
+    /// Forgets every 50th request it is given.
+    Loses,
+    /// Dispatches every 20th request twice.
+    Duplicates,
+    /// Appends a new request to the queue's tail whenever it is adjacent,
+    /// whatever its op, group or size.
+    MergesCarelessly,
+    /// Idles forever (`Wait` one second at a time) once 5 requests queue up.
+    Stalls,
+}
+
+/// A FIFO with one flaw.
+#[derive(Debug)]
+pub struct Fifo {
+    flaw: Flaw,
+    queue: VecDeque<Request>,
+    /// Requests until the next lost or duplicated one.
+    countdown: u32,
+}
+
+impl Fifo {
+    pub fn new(flaw: Flaw) -> Self {
+        Fifo {
+            flaw,
+            queue: VecDeque::new(),
+            countdown: match flaw {
+                Flaw::Loses => 50,
+                _ => 20,
+            },
+        }
+    }
+}
+
+impl Scheduler for Fifo {
+    fn name(&self) -> &'static str {
+        match self.flaw {
+            Flaw::Loses => "toy-loses",
+            Flaw::Duplicates => "toy-duplicates",
+            Flaw::MergesCarelessly => "toy-merges-carelessly",
+            Flaw::Stalls => "toy-stalls",
+        }
+    }
+    fn insert(&mut self, request: Request, _now: Instant) {
+        match self.flaw {
+            Flaw::Loses => {
+                self.countdown -= 1;
+                if self.countdown == 0 {
+                    self.countdown = 50;
+                    return;
+                }
+            }
+            Flaw::MergesCarelessly => {
+                if let Some(tail) = self.queue.back_mut() {
+                    if tail.end() == request.sector {
+                        tail.sectors += request.sectors;
+                        tail.merged.extend(request.ids());
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.queue.push_back(request);
+    }
+    fn dispatch(&mut self, now: Instant) -> Dispatch {
+        if self.flaw == Flaw::Stalls && self.queue.len() >= 5 {
+            return Dispatch::Wait {
+                until: now + Duration::from_secs(1),
+            };
+        }
+        let Some(r) = self.queue.pop_front() else {
+            return Dispatch::Empty;
+        };
+        if self.flaw == Flaw::Duplicates {
+            self.countdown -= 1;
+            if self.countdown == 0 {
+                self.countdown = 20;
+                self.queue.push_back(r.clone());
+            }
+        }
+        Dispatch::Request(r)
+    }
+    fn complete(&mut self, _request: &Request, _now: Instant) {}
+    fn queued(&self) -> usize {
+        self.queue.len()
+    }
+    fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
+        Some(service.mul(max_queued as u64 + 1))
+    }
+}

@@ -1,0 +1,158 @@
+//! The conformance suite: every policy in `elevator_sched::registry()`,
+//! with its default tunables, against random workloads and random devices.
+//! A policy added to the registry is covered here with no edit.
+//!
+//! The properties are checked by the harness driver (`common::driver`):
+//! each id dispatched exactly once, merges consistent, counts sane, waits
+//! in the future, liveness, nothing left at the end, and each request's
+//! wait within the policy's `starvation_bound`. The tests at the bottom run
+//! the same checks against broken toy policies and expect them to fail.
+//!
+//! Runs are deterministic (a fixed proptest seed); `PROPTEST_CASES` and
+//! `PROPTEST_RNG_SEED` change the number of cases and the seed. A failure
+//! prints the policy, the violated property and the minimal case.
+
+mod common;
+
+use common::strategy;
+use common::toys::{Fifo, Flaw, ReadsFirst};
+use common::{run, Case, Options, RunReport};
+use elevator_core::{Duration, Instant};
+use elevator_sched::{registry, Scheduler, SchedulerType};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{TestCaseError, TestError};
+
+/// Cases per policy: noop and deadline take about a second for these in
+/// release builds (CI runs `cargo test --release`) on one core.
+const CASES_PER_POLICY: u32 = 512;
+
+fn run_case(ty: &SchedulerType, case: &Case) -> Result<RunReport, TestCaseError> {
+    let mut policy = ty.build_default(&case.device.limits);
+    run(policy.as_mut(), case, &Options::default()).map_err(|v| TestCaseError::fail(v.to_string()))
+}
+
+fn check_policy(ty: &SchedulerType) -> Result<(), String> {
+    let mut runner = strategy::runner(CASES_PER_POLICY);
+    runner
+        .run(&strategy::case(), |case| run_case(ty, &case).map(drop))
+        .map_err(|e| {
+            format!(
+                "policy {} fails the conformance suite (proptest seed {}):\n{e}",
+                ty.name,
+                strategy::seed()
+            )
+        })
+}
+
+#[test]
+fn every_registered_policy_conforms() {
+    // One thread per policy; the suite's time is the slowest policy's.
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = registry()
+            .iter()
+            .map(|ty| s.spawn(move || check_policy(ty)))
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().expect("checker thread").err())
+            .collect()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The generated cases reach what the properties are about: merges, deep
+/// queues, reads kept past `read_expire`, and runs many times longer than
+/// `write_expire` (so a starved write would break deadline's bound; the
+/// `ReadsFirst` test below shows it does). Without this, a change to the
+/// generators could quietly make the suite toothless.
+#[test]
+fn generated_cases_exercise_merges_queues_and_expiry() {
+    const CASES: usize = 48;
+    let deadline = elevator_sched::find("deadline").expect("deadline is registered");
+    let mut runner = strategy::runner(CASES as u32);
+    let strategy = strategy::case();
+    let (mut inserted, mut merged, mut max_queued) = (0, 0, 0);
+    let (mut longest_read_wait, mut longest_run) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..CASES {
+        let case = strategy.new_tree(&mut runner).expect("a case").current();
+        let report = run_case(deadline, &case).expect("deadline conforms");
+        inserted += report.inserted;
+        merged += report.merged_ids;
+        max_queued = max_queued.max(report.max_queued);
+        longest_read_wait = longest_read_wait.max(report.max_read_wait);
+        longest_run = longest_run.max(report.end.since(Instant::ZERO));
+    }
+    eprintln!(
+        "{CASES} cases: {inserted} requests, {merged} merged, max queued {max_queued}, \
+         longest read wait {longest_read_wait}, longest run {longest_run}"
+    );
+    assert!(
+        merged * 20 > inserted,
+        "too few merges: {merged} of {inserted}"
+    );
+    assert!(max_queued >= 100, "queues stay short: at most {max_queued}");
+    assert!(
+        longest_read_wait > Duration::from_millis(500),
+        "no read waited past deadline's read_expire: {longest_read_wait}"
+    );
+    assert!(
+        longest_run > Duration::from_secs(30),
+        "runs too short to starve a write past write_expire: {longest_run}"
+    );
+}
+
+/// Run a toy through the generated cases and return the failure message.
+fn expect_failure(build: impl Fn(&Case) -> Box<dyn Scheduler>, cases: u32) -> String {
+    let mut runner = strategy::finder(cases);
+    let result = runner.run(&strategy::case(), |case| {
+        let mut policy = build(&case);
+        run(policy.as_mut(), &case, &Options::default())
+            .map(drop)
+            .map_err(|v| TestCaseError::fail(v.to_string()))
+    });
+    match result {
+        Err(TestError::Fail(reason, _case)) => {
+            eprintln!("caught: {reason}");
+            reason.to_string()
+        }
+        Err(other) => panic!("unexpected proptest error: {other}"),
+        Ok(()) => panic!("the suite did not catch a broken policy in {cases} cases"),
+    }
+}
+
+#[test]
+fn the_suite_catches_a_policy_that_starves_writes() {
+    let message = expect_failure(|case| Box::new(ReadsFirst::new(&case.device.limits)), 256);
+    assert!(message.contains("starvation"), "{message}");
+    assert!(message.contains(" W"), "a write should starve: {message}");
+}
+
+#[test]
+fn the_suite_catches_a_policy_that_loses_requests() {
+    let message = expect_failure(|_| Box::new(Fifo::new(Flaw::Loses)), 64);
+    assert!(message.contains("undispatched"), "{message}");
+}
+
+#[test]
+fn the_suite_catches_a_policy_that_dispatches_twice() {
+    let message = expect_failure(|_| Box::new(Fifo::new(Flaw::Duplicates)), 64);
+    assert!(
+        message.contains("dispatched twice") || message.contains("queued() ="),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_suite_catches_careless_merges() {
+    let message = expect_failure(|_| Box::new(Fifo::new(Flaw::MergesCarelessly)), 64);
+    assert!(
+        message.contains("mixes in") || message.contains("max_sectors"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_suite_catches_a_policy_that_idles_forever() {
+    let message = expect_failure(|_| Box::new(Fifo::new(Flaw::Stalls)), 64);
+    assert!(message.contains("liveness"), "{message}");
+}
