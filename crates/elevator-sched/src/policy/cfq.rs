@@ -476,7 +476,9 @@ pub struct Cfq {
     sync_queues: FxHashMap<TaskId, QueueId>,
     async_queues: FxHashMap<(u8, u8), QueueId>,
     tasks: FxHashMap<TaskId, TaskState>,
-    in_flight: FxHashMap<RequestId, QueueId>,
+    /// Requests in the driver: their queue, and whether they were RT/BE
+    /// when dispatched (a queue's class may change meanwhile).
+    in_flight: FxHashMap<RequestId, (QueueId, bool)>,
 
     groups: Vec<CfqGroup>,
     group_index: FxHashMap<GroupId, usize>,
@@ -1692,11 +1694,12 @@ impl Cfq {
         self.groups[g].dispatched += 1;
         self.rq_in_flight[usize::from(sync)] += 1;
         self.rq_in_driver += 1;
-        if class != WlClass::Idle {
+        let nonidle = class != WlClass::Idle;
+        if nonidle {
             self.nonidle_in_flight += 1;
         }
         self.last_position = request.end();
-        self.in_flight.insert(request.id, id);
+        self.in_flight.insert(request.id, (id, nonidle));
         request
     }
 
@@ -1874,7 +1877,7 @@ impl Scheduler for Cfq {
 
     fn complete(&mut self, request: &Request, now: Instant) {
         self.fire_idle_timer(now);
-        let Some(id) = self.in_flight.remove(&request.id) else {
+        let Some((id, nonidle)) = self.in_flight.remove(&request.id) else {
             debug_assert!(false, "completion of a request cfq did not dispatch");
             return;
         };
@@ -1887,7 +1890,7 @@ impl Scheduler for Cfq {
         };
         self.groups[g].dispatched -= 1;
         self.rq_in_flight[usize::from(qsync)] -= 1;
-        if class != WlClass::Idle {
+        if nonidle {
             self.nonidle_in_flight -= 1;
             self.last_nonidle_end = now;
         }
