@@ -141,6 +141,7 @@ pub fn registry() -> &'static [SchedulerType] {
     &[
         policy::noop::TYPE,
         policy::deadline::TYPE,
+        policy::deadline_mc::TYPE,
         policy::cfq::TYPE,
     ]
 }

@@ -1461,7 +1461,7 @@ impl Cfq {
         let mut best: Option<(i64, WlType)> = None;
         for ty in WL_TYPES {
             if let Some((k, _)) = self.groups[g].trees[tree_index(class, ty)].first() {
-                if best.is_none_or(|(bk, _)| k < bk) {
+                if best.map_or(true, |(bk, _)| k < bk) {
                     best = Some((k, ty));
                 }
             }
