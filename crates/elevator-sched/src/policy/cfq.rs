@@ -1461,7 +1461,11 @@ impl Cfq {
         let mut best: Option<(i64, WlType)> = None;
         for ty in WL_TYPES {
             if let Some((k, _)) = self.groups[g].trees[tree_index(class, ty)].first() {
-                if best.map_or(true, |(bk, _)| k < bk) {
+                let lower = match best {
+                    None => true,
+                    Some((bk, _)) => k < bk,
+                };
+                if lower {
                     best = Some((k, ty));
                 }
             }
