@@ -22,9 +22,13 @@
 //! - **Groups** on a group tree keyed by `vdisktime`: each expiry charges
 //!   the group the disk time its queue used, divided by the group's share
 //!   (`vfraction`, weight over the active siblings' weights, compounded up
-//!   the hierarchy, 3.x's `cfq_group_service_tree_add`). Every request is
-//!   in the root group until [`Cfq::set_group_tree`] says otherwise; that is
-//!   the hook for `io.weight`-style group weights.
+//!   the hierarchy, 3.x's `cfq_group_service_tree_add`). Sync queues live
+//!   in their task's group (`Request::group`). Parents and weights come
+//!   from [`Cfq::set_group_tree`], the hook for `io.weight`-style group
+//!   weights (1-1000, default 100); a group it does not name is a child of
+//!   the root with the default weight. (The kernel's blkio default was 500
+//!   with 1000 for the root's own tasks; here the root's tasks weigh what
+//!   the tree says.)
 //!
 //! # Selection (one request per `dispatch`)
 //! Keep the active queue while its slice lasts and it has requests; when
@@ -2190,13 +2194,33 @@ mod tests {
     /// Closed-loop sequential readers (think time zero, one request each)
     /// on a disk that serves any request in `service`, depth 1.
     fn run_readers(prios: &[IoPrio], service: Duration, end: Instant) -> Vec<u64> {
-        let mut s = Cfq::new(&QueueLimits::default());
+        let groups = vec![GroupId::ROOT; prios.len()];
+        run_grouped_readers(
+            Cfq::new(&QueueLimits::default()),
+            prios,
+            &groups,
+            service,
+            end,
+        )
+    }
+
+    fn run_grouped_readers(
+        mut s: Cfq,
+        prios: &[IoPrio],
+        groups: &[GroupId],
+        service: Duration,
+        end: Instant,
+    ) -> Vec<u64> {
         let mut pos: Vec<Sector> = (0..prios.len() as u64).map(|i| i * 10_000_000).collect();
         let mut done = vec![0u64; prios.len()];
         let mut id = 0;
         let mut issue = |s: &mut Cfq, pos: &mut Vec<Sector>, task: usize, now: Instant| {
             id += 1;
-            s.insert(read(id, task as u32, pos[task], prios[task]), now);
+            let r = Request {
+                group: groups[task],
+                ..read(id, task as u32, pos[task], prios[task])
+            };
+            s.insert(r, now);
             pos[task] += 64;
         };
         for task in 0..prios.len() {
@@ -2266,5 +2290,37 @@ mod tests {
             done[8..].iter().all(|&n| n == 0),
             "BE/IDLE got disk time: {done:?}"
         );
+    }
+
+    #[test]
+    fn groups_share_the_disk_by_weight() {
+        let mut tree = GroupTree::default();
+        let heavy = tree.add("heavy", GroupId::ROOT, 200, Default::default());
+        let light = tree.add("light", GroupId::ROOT, 100, Default::default());
+        let mut s = Cfq::new(&QueueLimits::default());
+        s.set_group_tree(&tree);
+        let prios = [IoPrio::be(4), IoPrio::be(4)];
+        let done = run_grouped_readers(
+            s,
+            &prios,
+            &[heavy, light],
+            Duration::from_millis(2),
+            at(20_000),
+        );
+        let ratio = done[0] as f64 / done[1] as f64;
+        println!(
+            "weight 200 group: {} requests, weight 100 group: {} requests, ratio {ratio:.2}",
+            done[0], done[1]
+        );
+        assert!((1.7..2.3).contains(&ratio), "{ratio}");
+        // Same weights: even shares.
+        let mut tree = GroupTree::default();
+        let a = tree.add("a", GroupId::ROOT, 100, Default::default());
+        let b = tree.add("b", GroupId::ROOT, 100, Default::default());
+        let mut s = Cfq::new(&QueueLimits::default());
+        s.set_group_tree(&tree);
+        let done = run_grouped_readers(s, &prios, &[a, b], Duration::from_millis(2), at(20_000));
+        let ratio = done[0] as f64 / done[1] as f64;
+        assert!((0.9..1.1).contains(&ratio), "{ratio}");
     }
 }
