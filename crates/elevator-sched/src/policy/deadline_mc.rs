@@ -285,15 +285,6 @@ impl DeadlineMc {
         }
         None
     }
-
-    /// Total sectors queued (for inspection in tests).
-    pub fn queued_bytes(&self) -> u64 {
-        self.levels
-            .iter()
-            .flat_map(|l| l.sorted.iter())
-            .map(|r| u64::from(r.sectors) * SECTOR_SIZE)
-            .sum()
-    }
 }
 
 impl Scheduler for DeadlineMc {
