@@ -170,7 +170,7 @@ fn run_with_progress(
     #[allow(clippy::disallowed_methods)]
     let started = std::time::Instant::now();
     let interactive = std::io::stderr().is_terminal();
-    let mut show = |bar: &ProgressBar| {
+    let show = |bar: &ProgressBar| {
         if interactive && bar.is_hidden() && started.elapsed().as_secs_f64() > 1.0 {
             bar.set_draw_target(ProgressDrawTarget::stderr());
         }

@@ -10,7 +10,7 @@
 //! Invariant: the root group is `GroupId::ROOT` and has no parent; every
 //! other group's parent exists and appears before it.
 
-use crate::GroupId;
+use crate::{Duration, GroupId};
 use std::fmt;
 use std::str::FromStr;
 
@@ -130,6 +130,9 @@ pub struct Group {
     pub parent: Option<GroupId>,
     pub weight: u32,
     pub max: IoMax,
+    /// `io.latency` target: protect this group's completion latency by
+    /// throttling looser siblings.
+    pub latency_target: Option<Duration>,
 }
 
 /// The tree of groups of a run; index = `GroupId.0`.
@@ -147,6 +150,7 @@ impl Default for GroupTree {
                 parent: None,
                 weight: DEFAULT_WEIGHT,
                 max: IoMax::default(),
+                latency_target: None,
             }],
         }
     }
@@ -163,8 +167,24 @@ impl GroupTree {
             parent: Some(parent),
             weight: weight.clamp(1, MAX_WEIGHT),
             max,
+            latency_target: None,
         });
         id
+    }
+
+    /// Set `id`'s `io.latency` target.
+    pub fn set_latency_target(&mut self, id: GroupId, target: Option<Duration>) {
+        self.groups[id.0 as usize].latency_target = target;
+    }
+
+    /// The groups whose parent is `id`.
+    pub fn children(&self, id: GroupId) -> impl Iterator<Item = &Group> + '_ {
+        self.groups.iter().filter(move |g| g.parent == Some(id))
+    }
+
+    /// Whether any group has an `io.latency` target.
+    pub fn has_latency_targets(&self) -> bool {
+        self.groups.iter().any(|g| g.latency_target.is_some())
     }
 
     pub fn get(&self, id: GroupId) -> &Group {

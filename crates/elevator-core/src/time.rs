@@ -72,9 +72,13 @@ impl Duration {
     pub fn saturating_sub(self, other: Duration) -> Duration {
         Duration(self.0.saturating_sub(other.0))
     }
+    /// `self × k`, saturating (unlike an `ops::Mul` would).
+    #[allow(clippy::should_implement_trait)] // saturating on purpose; kept as methods
     pub fn mul(self, k: u64) -> Duration {
         Duration(self.0.saturating_mul(k))
     }
+    /// `self / k`; dividing by zero divides by one.
+    #[allow(clippy::should_implement_trait)] // total on purpose; kept as methods
     pub fn div(self, k: u64) -> Duration {
         Duration(self.0 / k.max(1))
     }

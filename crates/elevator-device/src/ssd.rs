@@ -18,7 +18,8 @@
 //!   queue pair shares one PCIe link) with a bandwidth and a per-command
 //!   cost. It is a calendar: a transfer takes the first idle gap long
 //!   enough after its data is ready, so commands complete out of order as
-//!   NCQ and NVMe allow.
+//!   NCQ and NVMe allow. Channel buses are calendars too, so a page whose
+//!   unit is free is not held up behind one whose unit is busy.
 //!
 //! Everything is decided at submission: resources are reserved first come,
 //! first served, so a completion time never changes after `submit`.
@@ -26,8 +27,9 @@
 //! device behaves as a fresh, sequentially preconditioned drive.
 //!
 //! Invariants: each unit and channel does one thing at a time; the link
-//! calendar holds at most one interval per request in flight; the buffer
-//! never holds more than its size; no allocation after construction.
+//! calendar holds at most one interval per request in flight, a channel's
+//! at most one per page in flight; the buffer never holds more than its
+//! size; no allocation after construction.
 
 use crate::completions::Completions;
 use crate::{Device, DeviceStats};
@@ -82,11 +84,11 @@ impl Calendar {
     /// Book the first gap of `len` at or after `ready`; returns its end.
     fn book(&mut self, ready: Instant, len: Duration) -> Instant {
         let mut t = ready;
+        // Intervals are disjoint and sorted, so their ends are sorted too:
+        // skip those over before `ready`.
+        let first = self.busy.partition_point(|&(_, e)| e <= t);
         let mut at = self.busy.len();
-        for (i, &(s, e)) in self.busy.iter().enumerate() {
-            if e <= t {
-                continue;
-            }
+        for (i, &(s, e)) in self.busy.iter().enumerate().skip(first) {
             if s >= t + len {
                 at = i;
                 break;
@@ -106,7 +108,7 @@ pub(crate) struct Ssd {
     limits: QueueLimits,
     units: u64,
     unit_free: Vec<Instant>,
-    channel_free: Vec<Instant>,
+    channels: Vec<Calendar>,
     link: Calendar,
     /// Program completion times of buffered pages, in the order they
     /// entered; the buffer frees in this order.
@@ -125,6 +127,11 @@ impl Ssd {
     pub fn new(p: SsdParams) -> Self {
         let units = u64::from(p.channels * p.dies_per_channel * p.planes_per_die);
         let buffer_pages = (p.write_buffer_bytes / p.page_bytes).max(1) as usize;
+        // Pages of the largest request, spread over the channels, for a
+        // full queue.
+        let pages = u64::from(p.max_sectors) * SECTOR_SIZE / p.page_bytes + 2;
+        let per_channel = pages.div_ceil(u64::from(p.channels));
+        let channel_slots = (u64::from(p.queue_depth) * per_channel + 1) as usize;
         Ssd {
             limits: QueueLimits {
                 rotational: false,
@@ -134,7 +141,9 @@ impl Ssd {
             },
             units,
             unit_free: vec![Instant::ZERO; units as usize],
-            channel_free: vec![Instant::ZERO; p.channels as usize],
+            channels: (0..p.channels)
+                .map(|_| Calendar::new(channel_slots))
+                .collect(),
             link: Calendar::new(p.queue_depth as usize + 1),
             buffer: VecDeque::with_capacity(buffer_pages),
             buffer_pages,
@@ -163,9 +172,10 @@ impl Ssd {
             let unit = (p % self.units) as usize;
             let channel = (p % self.units % channels) as usize;
             let sensed = t0.max(self.unit_free[unit]) + self.p.read_latency;
-            let moved =
-                sensed.max(self.channel_free[channel]) + Self::time(chunk, self.p.channel_rate);
-            self.channel_free[channel] = moved;
+            let bus_time = Self::time(chunk, self.p.channel_rate);
+            let bus = &mut self.channels[channel];
+            bus.prune(t0);
+            let moved = bus.book(sensed, bus_time);
             self.unit_free[unit] = moved;
             ready = ready.max(moved);
             pos += chunk;
@@ -289,5 +299,52 @@ mod tests {
         assert_eq!(c.book(Instant(55), Duration(40)), Instant(95));
         c.prune(Instant(96));
         assert_eq!(c.busy.len(), 2);
+    }
+
+    /// Long sequential writes: the buffer fills, then writes go at the
+    /// flash program rate (units x page / tPROG) when that is below the
+    /// link rate.
+    #[test]
+    fn sustained_writes_run_at_the_program_rate_once_the_buffer_is_full() {
+        let p = SsdParams {
+            name: "slow".into(),
+            capacity_sectors: 1 << 30,
+            queue_depth: 4,
+            max_sectors: 256,
+            channels: 2,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            page_bytes: 16 << 10,
+            read_latency: Duration::from_micros(50),
+            program_latency: Duration::from_millis(1),
+            channel_rate: 400e6,
+            link_rate: 500e6,
+            command_overhead: Duration::ZERO,
+            firmware_latency: Duration::ZERO,
+            write_buffer_bytes: 1 << 20,
+        };
+        let mut ssd = Ssd::new(p);
+        let mut now = Instant::ZERO;
+        let (mut id, mut bytes) = (0u64, 0u64);
+        for _ in 0..4 {
+            ssd.submit(&Request::write(id, 0, id * 256, 256), now);
+            id += 1;
+        }
+        let mut start_late = None;
+        while id < 2000 {
+            now = ssd.next_completion().unwrap();
+            while ssd.complete(now).is_some() {
+                if id == 1000 {
+                    start_late = Some((now, bytes));
+                }
+                bytes += 128 << 10;
+                ssd.submit(&Request::write(id, 0, id * 256, 256), now);
+                id += 1;
+            }
+        }
+        let (t0, b0) = start_late.unwrap();
+        let rate = (bytes - b0) as f64 / now.since(t0).as_secs_f64();
+        // 2 units x 16 KiB per (1 ms + 41 us data-in) = 31.5 MB/s.
+        assert!((30e6..33e6).contains(&rate), "{rate}");
     }
 }

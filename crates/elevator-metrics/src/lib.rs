@@ -12,7 +12,7 @@ mod latency;
 mod report;
 
 pub use latency::LatencyStats;
-pub use report::{DeviceReport, JobReport, Report, ResultValue, RunReport};
+pub use report::{DeviceReport, GroupReport, JobReport, Report, ResultValue, RunReport};
 
 use elevator_core::{Duration, Instant};
 use std::collections::BTreeMap;
@@ -28,6 +28,8 @@ pub struct JobStats {
     pub finished: Option<Instant>,
     /// Latency of each I/O (or syscall, for processes), submission to completion.
     pub latency: LatencyStats,
+    /// Device time spent on this job's requests (see `Completion::disk_time`).
+    pub disk_time: Duration,
     /// Job-specific figures (frames missed, start-up time, ...), printed as is.
     pub extra: BTreeMap<String, f64>,
 }
@@ -42,6 +44,7 @@ impl JobStats {
             started: None,
             finished: None,
             latency: LatencyStats::new(),
+            disk_time: Duration::ZERO,
             extra: BTreeMap::new(),
         }
     }
@@ -79,6 +82,8 @@ impl JobStats {
             start_s: start.as_secs_f64(),
             completion_s: self.finished.map(|f| f.as_secs_f64()),
             runtime_s: runtime,
+            disk_time_s: self.disk_time.as_secs_f64(),
+            group: None,
             lat_mean_ms: lat.mean().as_millis_f64(),
             lat_p50_ms: lat.quantile(0.50).as_millis_f64(),
             lat_p99_ms: lat.quantile(0.99).as_millis_f64(),

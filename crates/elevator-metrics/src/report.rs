@@ -30,6 +30,11 @@ pub struct JobReport {
     /// When the job finished, if it did (background loops do not).
     pub completion_s: Option<f64>,
     pub runtime_s: f64,
+    /// Device time spent on this job's requests.
+    pub disk_time_s: f64,
+    /// The control group, when the scenario declares groups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     pub lat_mean_ms: f64,
     pub lat_p50_ms: f64,
     pub lat_p99_ms: f64,
@@ -40,6 +45,24 @@ pub struct JobReport {
     /// Job-specific figures (frames missed, start-up time, ...).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, f64>,
+}
+
+/// What one control group's jobs did together.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupReport {
+    pub name: String,
+    pub weight: u32,
+    /// `io.max` as written in cgroup v2 (`rbps=... wbps=... riops=... wiops=...`).
+    pub io_max: String,
+    pub tasks: usize,
+    pub bytes: u64,
+    pub mb_s: f64,
+    pub iops: f64,
+    pub lat_mean_ms: f64,
+    pub lat_max_ms: f64,
+    pub disk_time_s: f64,
+    /// This group's share of all jobs' device time.
+    pub disk_share: f64,
 }
 
 /// What the device did during a run.
@@ -56,6 +79,9 @@ pub struct DeviceReport {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunReport {
     pub scheduler: String,
+    /// Which point of a sweep this run is (`random.count=4`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     pub tunables: BTreeMap<String, i64>,
     pub result: ResultValue,
     /// The published figure for this policy, if the scenario cites one.
@@ -64,6 +90,9 @@ pub struct RunReport {
     pub simulated_s: f64,
     pub aggregate_mb_s: f64,
     pub device: DeviceReport,
+    /// Per control group, when the scenario declares groups.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupReport>,
     pub jobs: Vec<JobReport>,
 }
 
@@ -77,6 +106,16 @@ pub struct Report {
     pub runs: Vec<RunReport>,
 }
 
+impl RunReport {
+    /// The policy, and the sweep point if any.
+    pub fn label(&self) -> String {
+        match &self.variant {
+            Some(v) => format!("{} {v}", self.scheduler),
+            None => self.scheduler.clone(),
+        }
+    }
+}
+
 impl Report {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("report serialises") + "\n"
@@ -85,7 +124,7 @@ impl Report {
     /// One row per (policy, job).
     pub fn to_csv(&self) -> String {
         let mut out = String::from(
-            "scenario,device,seed,scheduler,result_name,result_unit,result_value,job,bytes,ios,iops,mb_s,start_s,completion_s,lat_mean_ms,lat_p50_ms,lat_p99_ms,lat_p999_ms,lat_max_ms,pct_over_2s,pct_over_10s\n",
+            "scenario,device,seed,scheduler,result_name,result_unit,result_value,job,bytes,ios,iops,mb_s,start_s,completion_s,lat_mean_ms,lat_p50_ms,lat_p99_ms,lat_p999_ms,lat_max_ms,pct_over_2s,pct_over_10s,variant,group,disk_time_s\n",
         );
         for run in &self.runs {
             for j in &run.jobs {
@@ -95,7 +134,7 @@ impl Report {
                     .unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{},{},{:.6},{},{},{},{:.3},{:.3},{:.6},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
+                    "{},{},{},{},{},{},{:.6},{},{},{},{:.3},{:.3},{:.6},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{:.6}",
                     csv(&self.scenario),
                     csv(&self.device),
                     self.seed,
@@ -116,7 +155,10 @@ impl Report {
                     j.lat_p999_ms,
                     j.lat_max_ms,
                     j.pct_over_2s,
-                    j.pct_over_10s
+                    j.pct_over_10s,
+                    csv(run.variant.as_deref().unwrap_or("")),
+                    csv(j.group.as_deref().unwrap_or("")),
+                    j.disk_time_s
                 );
             }
         }
@@ -145,7 +187,7 @@ impl Report {
         ]];
         for run in &self.runs {
             rows.push(vec![
-                run.scheduler.clone(),
+                run.label(),
                 format!("{:.3}", run.result.value),
                 run.published.clone().unwrap_or_else(|| "-".into()),
                 format!("{:.1}", run.aggregate_mb_s),
@@ -156,18 +198,62 @@ impl Report {
         }
         render(&mut out, &rows);
 
+        if self.runs.iter().any(|r| !r.groups.is_empty()) {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "per group: tasks | MB/s | IOPS | latency mean / max ms | disk time share"
+            );
+            let names: Vec<&str> = first.groups.iter().map(|g| g.name.as_str()).collect();
+            let mut rows = vec![std::iter::once("run".to_string())
+                .chain(names.iter().map(|n| n.to_string()))
+                .collect::<Vec<_>>()];
+            for run in &self.runs {
+                let mut row = vec![run.label()];
+                for name in &names {
+                    row.push(match run.groups.iter().find(|g| g.name == *name) {
+                        Some(g) => format!(
+                            "{} | {:.1} | {:.0} | {:.1} / {:.1} | {:.0}%",
+                            g.tasks,
+                            g.mb_s,
+                            g.iops,
+                            g.lat_mean_ms,
+                            g.lat_max_ms,
+                            g.disk_share * 100.0
+                        ),
+                        None => "-".into(),
+                    });
+                }
+                rows.push(row);
+            }
+            render(&mut out, &rows);
+        }
+
+        // One column per run: past a handful of runs the per-job table
+        // stops being readable; the JSON has it all.
+        if self.runs.len() > 6 {
+            return out;
+        }
         let _ = writeln!(out);
         let _ = writeln!(
             out,
             "per job: finished at s | MB/s | latency mean / p99 / max ms | % > 2 s"
         );
         let mut rows = vec![std::iter::once("job".to_string())
-            .chain(self.runs.iter().map(|r| r.scheduler.clone()))
+            .chain(self.runs.iter().map(RunReport::label))
             .collect::<Vec<_>>()];
-        for (i, job) in first.jobs.iter().enumerate() {
-            let mut row = vec![job.name.clone()];
+        let mut names: Vec<&str> = Vec::new();
+        for run in &self.runs {
+            for j in &run.jobs {
+                if !names.contains(&j.name.as_str()) {
+                    names.push(&j.name);
+                }
+            }
+        }
+        for name in names {
+            let mut row = vec![name.to_string()];
             for run in &self.runs {
-                let cell = match run.jobs.get(i) {
+                let cell = match run.jobs.iter().find(|j| j.name == name) {
                     Some(j) => {
                         let done = j
                             .completion_s

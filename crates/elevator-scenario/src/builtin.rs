@@ -9,7 +9,14 @@ macro_rules! scenarios {
 }
 
 /// (name, TOML text) of every built-in scenario.
-const BUILTIN: &[(&str, &str)] = scenarios!["ten-streaming-readers", "streaming-write-vs-reader",];
+#[rustfmt::skip]
+const BUILTIN: &[(&str, &str)] = scenarios![
+    "ten-streaming-readers",
+    "streaming-write-vs-reader",
+    "group-read-limits",
+    "group-read-unlimited",
+    "group-random-vs-sequential",
+];
 
 /// Names and descriptions of the built-in scenarios.
 pub fn builtins() -> Vec<(&'static str, String)> {

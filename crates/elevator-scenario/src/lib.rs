@@ -19,6 +19,6 @@ mod units;
 
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
-pub use parse::{JobTemplate, Scenario};
+pub use parse::{JobTemplate, Scenario, Sweep};
 pub use run::{run, run_one, RunOptions};
 pub use units::{parse_duration, parse_size};

@@ -3,7 +3,9 @@
 use crate::error::{key_on_line, line_of, ScenarioError};
 use crate::result::{Metric, Reduce, ResultSpec};
 use crate::units::{parse_duration, parse_size};
-use elevator_core::{Duration, IoPrio, SECTOR_SIZE};
+use elevator_core::{
+    Duration, GroupId, GroupTree, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
+};
 use elevator_workload::Pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -35,7 +37,27 @@ struct RawScenario {
     #[serde(default)]
     block: RawBlock,
     #[serde(default)]
+    group: Vec<RawGroup>,
+    sweep: Option<RawSweep>,
+    #[serde(default)]
     job: Vec<RawJob>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: S<String>,
+    parent: Option<S<String>>,
+    weight: Option<S<i64>>,
+    io_max: Option<S<String>>,
+    latency_target: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSweep {
+    job: S<String>,
+    count: S<Vec<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -45,6 +67,7 @@ struct RawResult {
     unit: String,
     metric: S<String>,
     job: Option<S<String>>,
+    group: Option<S<String>>,
     reduce: Option<S<String>>,
 }
 
@@ -73,6 +96,7 @@ struct RawJob {
     start: Option<S<String>>,
     sync: Option<bool>,
     background: Option<bool>,
+    group: Option<S<String>>,
 }
 
 /// A validated job description; `count` instances become tasks.
@@ -97,6 +121,14 @@ pub struct JobTemplate {
     pub start: Duration,
     pub sync_writes: bool,
     pub background: bool,
+    pub group: GroupId,
+}
+
+/// Run the scenario once per count of one job's instances.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sweep {
+    pub job: String,
+    pub counts: Vec<u32>,
 }
 
 /// A validated scenario.
@@ -114,6 +146,9 @@ pub struct Scenario {
     /// Tunable overrides per policy, already checked against the registry.
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
     pub nr_requests: Option<usize>,
+    /// The control groups (just the root unless the file declares some).
+    pub groups: GroupTree,
+    pub sweep: Option<Sweep>,
     pub jobs: Vec<JobTemplate>,
 }
 
@@ -212,10 +247,35 @@ impl Scenario {
             None => None,
         };
 
+        let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
         for j in &raw.job {
-            jobs.push(job(&cx, j)?);
+            jobs.push(job(&cx, j, &groups)?);
         }
+        let sweep = match &raw.sweep {
+            None => None,
+            Some(sw) => {
+                if !jobs.iter().any(|j| &j.name == sw.job.get_ref()) {
+                    return Err(cx.at(
+                        &sw.job,
+                        "sweep.job",
+                        format!("no job named {:?}", sw.job.get_ref()),
+                    ));
+                }
+                let counts = sw.count.get_ref();
+                if counts.is_empty() || counts.iter().any(|&c| !(1..=4096).contains(&c)) {
+                    return Err(cx.at(
+                        &sw.count,
+                        "sweep.count",
+                        "a list of instance counts, each 1..=4096",
+                    ));
+                }
+                Some(Sweep {
+                    job: sw.job.get_ref().clone(),
+                    counts: counts.iter().map(|&c| c as u32).collect(),
+                })
+            }
+        };
         if jobs.iter().all(|j| j.background) {
             return Err(ScenarioError::new(
                 file,
@@ -225,7 +285,7 @@ impl Scenario {
             ));
         }
 
-        let result = ResultSpec::parse(&cx_result(&cx, &raw.result)?, &jobs)
+        let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &jobs)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
 
         Ok(Scenario {
@@ -240,6 +300,8 @@ impl Scenario {
             published: raw.published,
             tunables,
             nr_requests,
+            groups,
+            sweep,
             jobs,
         })
     }
@@ -256,10 +318,15 @@ pub(crate) struct RawResultChecked {
     pub unit: String,
     pub metric: Metric,
     pub job: Option<String>,
+    pub group: Option<String>,
     pub reduce: Option<Reduce>,
 }
 
-fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioError> {
+fn cx_result(
+    cx: &Ctx<'_>,
+    r: &RawResult,
+    groups: &GroupTree,
+) -> Result<RawResultChecked, ScenarioError> {
     let metric = r
         .metric
         .get_ref()
@@ -278,16 +345,74 @@ fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioEr
             return Err(cx.at(j, "result.job", "empty job name"));
         }
     }
+    if let Some(g) = &r.group {
+        if r.job.is_some() {
+            return Err(cx.at(g, "result.group", "name a job or a group, not both"));
+        }
+        if groups.find(g.get_ref()).is_none() {
+            return Err(cx.at(
+                g,
+                "result.group",
+                format!("no group named {:?}", g.get_ref()),
+            ));
+        }
+    }
     Ok(RawResultChecked {
         name: r.name.clone(),
         unit: r.unit.clone(),
         metric,
         job: r.job.as_ref().map(|j| j.get_ref().clone()),
+        group: r.group.as_ref().map(|g| g.get_ref().clone()),
         reduce,
     })
 }
 
-fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
+/// The `[[group]]` sections as a tree; parents must come first.
+fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError> {
+    let mut tree = GroupTree::default();
+    for g in raw {
+        let name = g.name.get_ref();
+        if name.is_empty() || name.contains(char::is_whitespace) || tree.find(name).is_some() {
+            return Err(cx.at(
+                &g.name,
+                "group.name",
+                format!("{name:?}: a group name is one word, unique, and not \"root\""),
+            ));
+        }
+        let parent = match &g.parent {
+            None => GroupId::ROOT,
+            Some(p) => tree.find(p.get_ref()).ok_or_else(|| {
+                cx.at(
+                    p,
+                    "group.parent",
+                    format!("no group {:?} declared above this one", p.get_ref()),
+                )
+            })?,
+        };
+        let weight = match &g.weight {
+            Some(w) => cx.int(w, "group.weight", 1, i64::from(MAX_WEIGHT))? as u32,
+            None => DEFAULT_WEIGHT,
+        };
+        let max = match &g.io_max {
+            Some(m) => m
+                .get_ref()
+                .parse::<IoMax>()
+                .map_err(|e| cx.at(m, "group.io_max", e.to_string()))?,
+            None => IoMax::default(),
+        };
+        let id = tree.add(name, parent, weight, max);
+        if let Some(t) = &g.latency_target {
+            let target = cx.duration(t, "group.latency_target")?;
+            if target == Duration::ZERO {
+                return Err(cx.at(t, "group.latency_target", "must be positive"));
+            }
+            tree.set_latency_target(id, Some(target));
+        }
+    }
+    Ok(tree)
+}
+
+fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, ScenarioError> {
     let name = j.name.get_ref().clone();
     if name.is_empty() || name.contains(char::is_whitespace) {
         return Err(cx.at(&j.name, "job.name", "a job name is one word"));
@@ -403,5 +528,11 @@ fn job(cx: &Ctx<'_>, j: &RawJob) -> Result<JobTemplate, ScenarioError> {
             .unwrap_or(Duration::ZERO),
         sync_writes: j.sync.unwrap_or(true),
         background,
+        group: match &j.group {
+            None => GroupId::ROOT,
+            Some(g) => groups.find(g.get_ref()).ok_or_else(|| {
+                cx.at(g, "job.group", format!("no group named {:?}", g.get_ref()))
+            })?,
+        },
     })
 }

@@ -1,8 +1,12 @@
 //! Running a scenario under one or more policies.
 
 use crate::{Scenario, ScenarioError};
-use elevator_core::{Instant, QueueLimits, SECTOR_SIZE};
-use elevator_metrics::{DeviceReport, Report, ResultValue, RunReport};
+use elevator_core::{GroupId, Instant, QueueLimits, SECTOR_SIZE};
+use elevator_metrics::{
+    DeviceReport, GroupReport, JobStats, LatencyStats, Report, ResultValue, RunReport,
+};
+use elevator_sched::group::latency::LatencyLimiter;
+use elevator_sched::group::throttle::Throttle;
 use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::{DirectJob, Mix, Part};
 use std::collections::BTreeMap;
@@ -36,11 +40,29 @@ pub fn run(
         .clone()
         .unwrap_or_else(|| scenario.device.clone());
     let seed = options.seed.unwrap_or(scenario.seed);
+    // One variant per sweep point (or just the scenario itself).
+    let variants: Vec<(Option<String>, Scenario)> = match &scenario.sweep {
+        None => vec![(None, scenario.clone())],
+        Some(sweep) => sweep
+            .counts
+            .iter()
+            .map(|&count| {
+                let mut s = scenario.clone();
+                for j in s.jobs.iter_mut().filter(|j| j.name == sweep.job) {
+                    j.count = count;
+                }
+                (Some(format!("{}={count}", sweep.job)), s)
+            })
+            .collect(),
+    };
     let mut runs = Vec::new();
-    for name in &schedulers {
-        let run = run_one(scenario, name, &device, seed, &options.tunables)?;
-        progress(&run);
-        runs.push(run);
+    for (variant, scenario) in &variants {
+        for name in &schedulers {
+            let mut run = run_one(scenario, name, &device, seed, &options.tunables)?;
+            run.variant = variant.clone();
+            progress(&run);
+            runs.push(run);
+        }
     }
     Ok(Report {
         scenario: scenario.name.clone(),
@@ -85,9 +107,17 @@ pub fn run_one(
     let tunables = sched_type
         .tunables(values)
         .map_err(|e| cli(e.to_string()))?;
-    let sched = (sched_type.build)(&tunables, &limits);
+    // blk-throttle sits above io.latency, which sits above the elevator.
+    let mut sched = (sched_type.build)(&tunables, &limits);
+    sched.set_groups(&scenario.groups);
+    if scenario.groups.has_latency_targets() {
+        sched = Box::new(LatencyLimiter::new(sched, scenario.groups.clone(), &limits));
+    }
+    if scenario.groups.has_limits() {
+        sched = Box::new(Throttle::new(sched, scenario.groups.clone()));
+    }
 
-    let (mut mix, measured) = build_workload(scenario, &limits, seed)?;
+    let (mut mix, measured, job_groups) = build_workload(scenario, &limits, seed)?;
     let mut config = EngineConfig {
         time_limit: Instant::ZERO + scenario.time_limit,
         ..EngineConfig::default()
@@ -98,13 +128,26 @@ pub fn run_one(
     let mut engine = Engine::new(sched, dev, config);
     let summary = engine.run(&mut mix);
 
-    let jobs: Vec<_> = mix.stats().iter().map(|s| s.report(summary.end)).collect();
-    let value = scenario.result.evaluate(&jobs, &measured, summary.end);
+    let stats = mix.stats();
+    let mut jobs: Vec<_> = stats.iter().map(|s| s.report(summary.end)).collect();
+    let groups = if scenario.groups.len() > 1 {
+        for (j, g) in jobs.iter_mut().zip(&job_groups) {
+            j.group = Some(scenario.groups.get(*g).name.clone());
+        }
+        group_reports(scenario, &stats, &job_groups, summary.end)
+    } else {
+        Vec::new()
+    };
+    let value = scenario
+        .result
+        .evaluate(&jobs, &measured, &groups, summary.end);
     let end_s = summary.end.as_secs_f64();
     let busy_s = summary.device.busy_ns as f64 / 1e9;
     let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
     Ok(RunReport {
         scheduler: sched_type.name.to_string(),
+        variant: None,
+        groups,
         tunables: tunables
             .iter()
             .map(|(k, v)| (k.to_string(), v))
@@ -136,14 +179,84 @@ pub fn run_one(
     })
 }
 
-/// The jobs of `scenario` as one workload, and which report rows are measured.
+/// Per group: its jobs' bytes, rates, latency and share of device time.
+fn group_reports(
+    scenario: &Scenario,
+    stats: &[JobStats],
+    job_groups: &[GroupId],
+    end: Instant,
+) -> Vec<GroupReport> {
+    let total_disk: f64 = stats.iter().map(|s| s.disk_time.as_secs_f64()).sum();
+    scenario
+        .groups
+        .iter()
+        .filter(|g| g.id != GroupId::ROOT || job_groups.contains(&GroupId::ROOT))
+        .map(|g| {
+            let mine: Vec<&JobStats> = stats
+                .iter()
+                .zip(job_groups)
+                // A group's report covers its subtree; the root's, only
+                // the jobs placed in the root itself.
+                .filter(|(_, jg)| {
+                    if g.id == GroupId::ROOT {
+                        **jg == GroupId::ROOT
+                    } else {
+                        scenario.groups.path(**jg).any(|a| a == g.id)
+                    }
+                })
+                .map(|(s, _)| s)
+                .collect();
+            let mut latency = LatencyStats::new();
+            for s in &mine {
+                latency.merge(&s.latency);
+            }
+            let bytes: u64 = mine.iter().map(|s| s.bytes()).sum();
+            let ios: u64 = mine.iter().map(|s| s.ios).sum();
+            let disk: f64 = mine.iter().map(|s| s.disk_time.as_secs_f64()).sum();
+            // Rates over the group's active span: first start to last end.
+            let from = mine
+                .iter()
+                .filter_map(|s| s.started)
+                .min()
+                .unwrap_or(Instant::ZERO);
+            let to = mine
+                .iter()
+                .map(|s| s.finished.unwrap_or(end))
+                .max()
+                .unwrap_or(end);
+            let span = to.since(from).as_secs_f64();
+            let per_s = |x: f64| if span > 0.0 { x / span } else { 0.0 };
+            GroupReport {
+                name: g.name.clone(),
+                weight: g.weight,
+                io_max: g.max.to_string(),
+                tasks: mine.len(),
+                bytes,
+                mb_s: per_s(bytes as f64 / 1e6),
+                iops: per_s(ios as f64),
+                lat_mean_ms: latency.mean().as_millis_f64(),
+                lat_max_ms: latency.max().as_millis_f64(),
+                disk_time_s: disk,
+                disk_share: if total_disk > 0.0 {
+                    disk / total_disk
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect()
+}
+
+/// The jobs of `scenario` as one workload, which report rows are measured,
+/// and each row's group.
 fn build_workload(
     scenario: &Scenario,
     limits: &QueueLimits,
     seed: u64,
-) -> Result<(Mix, Vec<bool>), ScenarioError> {
+) -> Result<(Mix, Vec<bool>, Vec<GroupId>), ScenarioError> {
     let mut mix = Mix::new();
     let mut measured = Vec::new();
+    let mut groups = Vec::new();
     let mut task = 1u32;
     for t in &scenario.jobs {
         let region = t.region.or(t.size).expect("validated: size or region");
@@ -181,10 +294,12 @@ fn build_workload(
             job.think = t.think;
             job.prio = t.prio;
             job.looping = t.background;
+            job.group = t.group;
             measured.push(job.measured());
+            groups.push(t.group);
             mix.push(Box::new(job));
             task += 1;
         }
     }
-    Ok((mix, measured))
+    Ok((mix, measured, groups))
 }

@@ -141,6 +141,7 @@ fn run(policy: &str, device: &str) -> (JobReport, JobReport) {
     let config = EngineConfig {
         nr_requests: [1024, 1024],
         time_limit: Instant::ZERO + Duration::from_secs(600),
+        ..EngineConfig::default()
     };
     let mut engine = Engine::new(sched, dev, config);
     let summary = engine.run(&mut mix);

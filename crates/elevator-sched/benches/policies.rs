@@ -1,1 +1,120 @@
-fn main() {}
+//! The cost of one request through each registered policy, in steady
+//! state: dispatch one, complete it, and insert a new request for the same
+//! task, so every active task keeps the same number of requests queued.
+//!
+//! For 1, 64 and 1024 active tasks with `QUEUED_PER_TASK` requests each.
+//! Each task reads and writes in its own region, leaving a gap after every
+//! request, so nothing merges and every request pays for the full insert.
+//! Virtual time moves by `TICK` per request (a fast device); a policy that
+//! answers `Wait` gets time moved to its `until`.
+//!
+//! `cargo bench -p elevator-sched --bench policies`; a policy added to the
+//! registry is benchmarked with no edit here.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use elevator_core::{Duration, Instant, QueueLimits, Request, Sector};
+use elevator_sched::{registry, Dispatch, Scheduler, SchedulerType};
+use std::hint::black_box;
+
+const TASKS: [u32; 3] = [1, 64, 1024];
+/// Requests each active task keeps queued (CFQ's default quantum).
+const QUEUED_PER_TASK: u32 = 4;
+/// Request size in sectors (4 KiB); the next request of a task starts one
+/// request further on, so it is never adjacent to the previous one.
+const SECTORS: u32 = 8;
+/// Virtual time per request: about a fast SSD's 4 KiB read.
+const TICK: Duration = Duration::from_micros(100);
+
+/// A policy with `tasks` active tasks, each with its requests queued.
+struct Steady {
+    policy: Box<dyn Scheduler>,
+    now: Instant,
+    next_id: u64,
+    region: Sector,
+    /// Where each task's next request goes, relative to its region.
+    cursors: Vec<Sector>,
+}
+
+impl Steady {
+    fn new(ty: &SchedulerType, tasks: u32) -> Self {
+        let limits = QueueLimits::default();
+        let mut s = Steady {
+            policy: ty.build_default(&limits),
+            now: Instant::ZERO,
+            next_id: 0,
+            region: limits.capacity / u64::from(tasks) / 8 * 8,
+            cursors: vec![0; tasks as usize],
+        };
+        for _ in 0..QUEUED_PER_TASK {
+            for task in 0..tasks {
+                let r = s.request(task);
+                s.policy.insert(r, s.now);
+            }
+        }
+        s
+    }
+
+    /// The task's next request: one read in four is a write, so deadline's
+    /// two directions both work.
+    fn request(&mut self, task: u32) -> Request {
+        self.next_id += 1;
+        let cursor = &mut self.cursors[task as usize];
+        let sector = u64::from(task) * self.region + *cursor;
+        *cursor = (*cursor + 2 * u64::from(SECTORS)) % (self.region - u64::from(SECTORS));
+        let mut r = if self.next_id % 4 == 3 {
+            Request::write(self.next_id, task, sector, SECTORS)
+        } else {
+            Request::read(self.next_id, task, sector, SECTORS)
+        };
+        r.arrival = self.now;
+        r
+    }
+
+    /// One request through the policy.
+    fn step(&mut self) {
+        self.now += TICK;
+        let r = loop {
+            match self.policy.dispatch(self.now) {
+                Dispatch::Request(r) => break r,
+                Dispatch::Wait { until } => self.now = until,
+                Dispatch::Empty => panic!("{} has nothing queued", self.policy.name()),
+            }
+        };
+        self.policy.complete(black_box(&r), self.now);
+        let next = self.request(r.task.0);
+        self.policy.insert(next, self.now);
+    }
+}
+
+fn policies(c: &mut Criterion) {
+    for ty in registry() {
+        let mut group = c.benchmark_group(format!("policy/{}", ty.name));
+        group.throughput(Throughput::Elements(1));
+        for tasks in TASKS {
+            let mut steady = Steady::new(ty, tasks);
+            // Settle: every queued request has been replaced once.
+            for _ in 0..tasks * QUEUED_PER_TASK {
+                steady.step();
+            }
+            group.bench_function(BenchmarkId::new("tasks", tasks), |b| {
+                b.iter(|| steady.step())
+            });
+            let queued = steady.policy.queued();
+            assert_eq!(
+                queued,
+                (tasks * QUEUED_PER_TASK) as usize,
+                "no merges, no loss"
+            );
+        }
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(2));
+    targets = policies
+}
+criterion_main!(benches);

@@ -22,10 +22,10 @@ mod queue;
 mod registry;
 pub mod stats;
 
-pub use queue::{MergeRule, SortedQueue};
+pub use queue::{FifoQueue, MergeOutcome, MergeRule, SortedQueue};
 pub use registry::{find, registry, SchedulerType, Tunable, TunableError, Tunables};
 
-use elevator_core::{Duration, Instant, Request, TaskId};
+use elevator_core::{Duration, GroupTree, Instant, Request, TaskId};
 
 /// What a policy answers when asked for work.
 #[derive(Debug, PartialEq, Eq)]
@@ -66,6 +66,11 @@ pub trait Scheduler: Send + std::fmt::Debug {
 
     /// The task exited: it will issue no more I/O (AS stops anticipating it).
     fn task_exited(&mut self, _task: TaskId, _now: Instant) {}
+
+    /// The control groups of the run, before any request arrives. Policies
+    /// that honour weights (CFQ, BFQ) build their group hierarchy from it;
+    /// the others ignore it, as the kernel's deadline and noop do.
+    fn set_groups(&mut self, _groups: &GroupTree) {}
 
     /// The longest a request may wait between insertion and dispatch, when
     /// each dispatched request keeps the device busy for at most `service`

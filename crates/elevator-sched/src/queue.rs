@@ -11,10 +11,14 @@
 //! Invariants: `by_sector` and `requests` hold the same ids; every entry of
 //! `by_end` points at a queued request ending at that sector; no merged
 //! request exceeds `MergeRule::max_sectors`.
+//!
+//! [`FifoQueue`] is the same merging without the sort tree, for a policy
+//! that only keeps arrival order (noop): a list plus the merge hash.
 
 use elevator_core::{Op, Request, RequestId, Sector};
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
 /// When two adjacent requests may become one.
@@ -95,10 +99,32 @@ impl SortedQueue {
     pub fn remove(&mut self, id: RequestId) -> Option<Request> {
         let request = self.requests.remove(&id)?;
         self.by_sector.remove(&(request.sector, id));
-        if self.by_end.get(&request.end()) == Some(&id) {
-            self.by_end.remove(&request.end());
-        }
+        self.unindex_end(request.end(), id);
         Some(request)
+    }
+
+    /// Remove a queued request and tell which request follows it in sector
+    /// order (what `next_after` would have said), in one pass.
+    pub fn remove_with_next(&mut self, id: RequestId) -> Option<(Request, Option<RequestId>)> {
+        let request = self.requests.remove(&id)?;
+        let key = (request.sector, id);
+        self.by_sector.remove(&key);
+        let next = self
+            .by_sector
+            .range((Bound::Excluded(key), Bound::Unbounded))
+            .next()
+            .map(|(&(_, id), _)| id);
+        self.unindex_end(request.end(), id);
+        Some((request, next))
+    }
+
+    /// Forget that `id` ends at `end`, if the hash still says so.
+    fn unindex_end(&mut self, end: Sector, id: RequestId) {
+        if let Entry::Occupied(e) = self.by_end.entry(end) {
+            if *e.get() == id {
+                e.remove();
+            }
+        }
     }
 
     /// The queued request with the lowest start sector.
@@ -171,12 +197,12 @@ impl SortedQueue {
     /// Append `tail`'s sectors to queued request `id`.
     fn extend_back(&mut self, id: RequestId, tail: Request) {
         let r = self.requests.get_mut(&id).expect("queued");
-        if self.by_end.get(&r.end()) == Some(&id) {
-            self.by_end.remove(&r.end());
-        }
+        let old_end = r.end();
         r.sectors += tail.sectors;
         r.merged.extend(tail.ids());
-        self.by_end.insert(r.end(), id);
+        let new_end = r.end();
+        self.unindex_end(old_end, id);
+        self.by_end.insert(new_end, id);
     }
 
     /// Prepend `head`'s sectors to queued request `id` (re-keys it).
@@ -216,6 +242,152 @@ impl SortedQueue {
         let p = self.remove(prev).expect("queued");
         self.extend_front(id, p);
         Some(prev)
+    }
+}
+
+/// Queued requests in arrival order, with back merging: the kernel's noop
+/// list plus the elevator core's merge hash, without a sort tree.
+///
+/// Each request has a place, a sequence number in arrival order; a slot
+/// empties when its request leaves (dispatched, or swallowed by a merge)
+/// and is dropped once it reaches the front. A back merge that closes a
+/// gap lets the survivor swallow the queued request after it; the merged
+/// request then leaves from the earlier of their two places, so no request
+/// leaves later than its arrival order says.
+///
+/// Invariants: `len` counts the full slots; every entry of `by_end` and
+/// `by_start` names the place of a queued request that ends, or starts, at
+/// that sector; the front slot, if any, is full.
+#[derive(Debug, Default)]
+pub struct FifoQueue {
+    slots: VecDeque<Option<Request>>,
+    /// The place of `slots[0]`.
+    front: u64,
+    len: usize,
+    by_end: FxHashMap<Sector, u64>,
+    by_start: FxHashMap<Sector, u64>,
+}
+
+impl FifoQueue {
+    pub fn new() -> Self {
+        FifoQueue::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn slot(&mut self, place: u64) -> &mut Option<Request> {
+        &mut self.slots[(place - self.front) as usize]
+    }
+
+    fn request(&mut self, place: u64) -> &mut Request {
+        self.slot(place)
+            .as_mut()
+            .expect("a place in the index is full")
+    }
+
+    fn index(&mut self, r: &Request, place: u64) {
+        self.by_end.insert(r.end(), place);
+        self.by_start.insert(r.sector, place);
+    }
+
+    fn unindex(&mut self, r: &Request, place: u64) {
+        if self.by_end.get(&r.end()) == Some(&place) {
+            self.by_end.remove(&r.end());
+        }
+        if self.by_start.get(&r.sector) == Some(&place) {
+            self.by_start.remove(&r.sector);
+        }
+    }
+
+    /// Queue `request` at the back, or merge it into the queued request
+    /// that ends where it starts. Returns whether it merged.
+    pub fn insert(&mut self, request: Request, rule: &MergeRule) -> bool {
+        if let Some(&place) = self.by_end.get(&request.sector) {
+            if rule.compatible(self.request(place), &request) {
+                self.extend_back(place, request);
+                self.close_gap(place, rule);
+                return true;
+            }
+        }
+        let place = self.front + self.slots.len() as u64;
+        self.index(&request, place);
+        self.slots.push_back(Some(request));
+        self.len += 1;
+        false
+    }
+
+    /// Append `tail` to the queued request at `place`.
+    fn extend_back(&mut self, place: u64, tail: Request) {
+        let r = self.request(place);
+        let old_end = r.end();
+        r.sectors += tail.sectors;
+        r.merged.extend(tail.ids());
+        let new_end = r.end();
+        if self.by_end.get(&old_end) == Some(&place) {
+            self.by_end.remove(&old_end);
+        }
+        self.by_end.insert(new_end, place);
+    }
+
+    /// After a back merge into `place`: swallow the queued request that now
+    /// starts where it ends, and leave from the earlier of the two places.
+    fn close_gap(&mut self, place: u64, rule: &MergeRule) {
+        let end = self.request(place).end();
+        let Some(&next) = self.by_start.get(&end) else {
+            return;
+        };
+        if next == place {
+            return;
+        }
+        let (survivor, swallowed) = (
+            &self.slots[(place - self.front) as usize],
+            &self.slots[(next - self.front) as usize],
+        );
+        let (Some(survivor), Some(swallowed)) = (survivor, swallowed) else {
+            unreachable!("indexed places are full");
+        };
+        if !rule.compatible(survivor, swallowed) {
+            return;
+        }
+        let swallowed = self.slot(next).take().expect("full");
+        self.unindex(&swallowed, next);
+        self.len -= 1;
+        self.extend_back(place, swallowed);
+        if next < place {
+            let merged = self.slot(place).take().expect("full");
+            self.unindex(&merged, place);
+            self.index(&merged, next);
+            *self.slot(next) = Some(merged);
+        }
+        self.drop_empty_front();
+    }
+
+    fn drop_empty_front(&mut self) {
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.front += 1;
+        }
+    }
+
+    /// The request at the front.
+    pub fn pop_front(&mut self) -> Option<Request> {
+        let request = self.slots.pop_front()?.expect("the front slot is full");
+        self.unindex(&request, self.front);
+        self.front += 1;
+        self.len -= 1;
+        self.drop_empty_front();
+        Some(request)
+    }
+
+    /// Queued requests, front first.
+    pub fn iter(&self) -> impl Iterator<Item = &Request> + '_ {
+        self.slots.iter().flatten()
     }
 }
 
@@ -308,5 +480,69 @@ mod tests {
         assert_eq!(q.next_after(RequestId(1)), None);
         q.remove(RequestId(3));
         assert_eq!(q.next_after(RequestId(2)), Some(RequestId(1)));
+    }
+
+    fn fifo_ids(q: &FifoQueue) -> Vec<Vec<u64>> {
+        q.iter()
+            .map(|r| {
+                let mut ids: Vec<u64> = r.ids().map(|i| i.0).collect();
+                ids.sort();
+                ids
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fifo_back_merges_only() {
+        let mut q = FifoQueue::new();
+        assert!(!q.insert(Request::read(1, 1, 500, 8), &RULE));
+        assert!(!q.insert(Request::read(2, 1, 100, 8), &RULE));
+        assert!(q.insert(Request::read(3, 2, 508, 8), &RULE));
+        // Ends where 2 starts: no front merges in a FIFO.
+        assert!(!q.insert(Request::read(4, 1, 92, 8), &RULE));
+        assert!(!q.insert(Request::write(5, 1, 516, 8), &RULE));
+        assert_eq!(q.len(), 4);
+        assert_eq!(fifo_ids(&q), vec![vec![1, 3], vec![2], vec![4], vec![5]]);
+        let first = q.pop_front().unwrap();
+        assert_eq!((first.sector, first.sectors), (500, 16));
+        assert_eq!(q.len(), 3);
+        // 1 left, so nothing ends at 516 any more.
+        assert!(!q.insert(Request::read(6, 1, 516, 8), &RULE));
+    }
+
+    #[test]
+    fn fifo_gap_closing_keeps_the_earlier_place() {
+        let mut q = FifoQueue::new();
+        q.insert(Request::read(1, 1, 100, 8), &RULE);
+        q.insert(Request::read(2, 2, 5000, 8), &RULE);
+        q.insert(Request::read(3, 1, 84, 8), &RULE);
+        assert!(q.insert(Request::read(4, 1, 92, 8), &RULE));
+        assert_eq!(q.len(), 2);
+        assert_eq!(fifo_ids(&q), vec![vec![1, 3, 4], vec![2]]);
+        let r = q.pop_front().unwrap();
+        assert_eq!((r.id.0, r.sector, r.sectors), (3, 84, 24));
+        // The merged request is findable at its new place.
+        assert!(q.insert(Request::read(5, 1, 5008, 8), &RULE));
+        assert_eq!(fifo_ids(&q), vec![vec![2, 5]]);
+        assert!(q.pop_front().is_some());
+        assert!(q.pop_front().is_none() && q.is_empty());
+    }
+
+    #[test]
+    fn fifo_gap_closing_respects_the_rule() {
+        let mut q = FifoQueue::new();
+        q.insert(Request::read(1, 1, 0, 8), &RULE);
+        q.insert(Request::write(2, 1, 16, 8), &RULE);
+        assert!(q.insert(Request::read(3, 1, 8, 8), &RULE));
+        assert_eq!(fifo_ids(&q), vec![vec![1, 3], vec![2]]);
+        let small = MergeRule {
+            max_sectors: 16,
+            ..RULE
+        };
+        let mut q = FifoQueue::new();
+        q.insert(Request::read(1, 1, 0, 8), &small);
+        q.insert(Request::read(2, 1, 16, 8), &small);
+        assert!(q.insert(Request::read(3, 1, 8, 8), &small));
+        assert_eq!(fifo_ids(&q), vec![vec![1, 3], vec![2]]);
     }
 }

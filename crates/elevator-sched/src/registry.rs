@@ -140,9 +140,12 @@ impl SchedulerType {
 pub fn registry() -> &'static [SchedulerType] {
     &[
         policy::noop::TYPE,
+        policy::linus24::TYPE,
         policy::deadline::TYPE,
-        policy::deadline_mc::TYPE,
+        policy::anticipatory::TYPE,
         policy::cfq::TYPE,
+        policy::deadline_mc::TYPE,
+        policy::bfq::TYPE,
     ]
 }
 

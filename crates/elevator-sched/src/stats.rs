@@ -25,11 +25,7 @@ impl Ewma {
 
     /// The mean, or 0 before the first sample.
     pub fn mean(&self) -> u64 {
-        if self.samples == 0 {
-            0
-        } else {
-            (self.total + 128) / self.samples
-        }
+        (self.total + 128).checked_div(self.samples).unwrap_or(0)
     }
 
     pub fn samples(&self) -> u64 {

@@ -1,6 +1,6 @@
 //! The interface between the engine and whatever generates I/O.
 
-use elevator_core::{GroupId, Instant, IoPrio, Op, Request, RequestId, Sector, TaskId};
+use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, Request, RequestId, Sector, TaskId};
 
 /// A block request as a workload describes it (the engine assigns the id
 /// and arrival time).
@@ -29,6 +29,10 @@ pub struct Completion {
     pub dispatched: Instant,
     /// Now.
     pub completed: Instant,
+    /// This request's share of device time: from the later of its dispatch
+    /// and the previous completion until now, split among merged parts by
+    /// size (exact on a one-at-a-time disk, an apportioning with queueing).
+    pub disk_time: Duration,
 }
 
 /// What a workload may do when the engine calls it: read the time, submit

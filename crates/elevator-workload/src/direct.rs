@@ -184,6 +184,7 @@ impl Workload for DirectJob {
             u64::from(done.sectors) * SECTOR_SIZE,
             done.completed.since(done.submitted),
         );
+        self.stats.disk_time += done.disk_time;
         if self.think == Duration::ZERO {
             self.fill(io);
         } else if self.may_issue(io.now()) {

@@ -25,10 +25,14 @@ pub struct Segment {
     pub used: u64,
 }
 
-impl Segment {
-    pub fn contains(&self, start: Sector, end: Sector) -> bool {
-        self.start <= start && end <= self.end && start < end
-    }
+/// What the segments hold of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// All of it, in this segment.
+    Whole(usize),
+    /// Its first sectors, in this segment.
+    Front(usize),
+    None,
 }
 
 /// The read segments.
@@ -52,16 +56,18 @@ impl Segments {
         &self.segs[i]
     }
 
-    /// The segment holding all of `start..end`, if any.
-    pub fn find_containing(&self, start: Sector, end: Sector) -> Option<usize> {
-        self.segs.iter().position(|s| s.contains(start, end))
-    }
-
-    /// A segment holding `start` (but not all of the request).
-    pub fn find_start(&self, start: Sector) -> Option<usize> {
-        self.segs
-            .iter()
-            .position(|s| s.start <= start && start < s.end)
+    /// Which segment holds `start..end`: all of it, or only its front.
+    pub fn lookup(&self, start: Sector, end: Sector) -> Lookup {
+        let mut found = Lookup::None;
+        for (i, s) in self.segs.iter().enumerate() {
+            if s.start <= start && start < s.end {
+                if end <= s.end {
+                    return Lookup::Whole(i);
+                }
+                found = Lookup::Front(i);
+            }
+        }
+        found
     }
 
     /// Mark segment `i` used now.
@@ -70,19 +76,11 @@ impl Segments {
         self.segs[i].used = self.clock;
     }
 
-    /// The least recently used segment, emptied; `avoid` is kept if any
-    /// other segment exists.
-    pub fn take_lru(&mut self, avoid: Option<usize>) -> usize {
-        let mut best = 0;
-        let mut best_used = u64::MAX;
-        for (i, s) in self.segs.iter().enumerate() {
-            if Some(i) != avoid || self.segs.len() == 1 {
-                if s.used < best_used {
-                    best = i;
-                    best_used = s.used;
-                }
-            }
-        }
+    /// The least recently used segment, emptied.
+    pub fn take_lru(&mut self) -> usize {
+        let best = (0..self.segs.len())
+            .min_by_key(|&i| self.segs[i].used)
+            .unwrap_or(0);
         self.segs[best] = Segment::default();
         best
     }
@@ -249,17 +247,18 @@ mod tests {
     #[test]
     fn segments_keep_one_segment_and_drop_stale_data() {
         let mut s = Segments::new(2, 100);
-        let a = s.take_lru(None);
+        let a = s.take_lru();
         s.set(a, 0, 50);
         s.extend(a, 180);
         assert_eq!((s.get(a).start, s.get(a).end), (80, 180));
-        assert_eq!(s.find_containing(100, 120), Some(a));
-        let b = s.take_lru(Some(a));
+        assert_eq!(s.lookup(100, 120), Lookup::Whole(a));
+        assert_eq!(s.lookup(170, 190), Lookup::Front(a));
+        let b = s.take_lru();
         assert_ne!(a, b);
         s.set(b, 1000, 1010);
         assert!(s.invalidate(150, 160, Some(a)));
         assert_eq!(s.get(a).end, 150);
         s.invalidate(1000, 1001, None);
-        assert_eq!(s.find_start(1005), None);
+        assert_eq!(s.lookup(1005, 1006), Lookup::None);
     }
 }

@@ -345,6 +345,10 @@ impl Scheduler for Throttle {
     fn task_exited(&mut self, task: TaskId, now: Instant) {
         self.inner.task_exited(task, now);
     }
+
+    fn set_groups(&mut self, groups: &GroupTree) {
+        self.inner.set_groups(groups);
+    }
 }
 
 #[cfg(test)]

@@ -114,13 +114,14 @@ impl Direction {
         self.fifo.iter().next().copied()
     }
 
-    fn take(&mut self, id: RequestId) -> Request {
+    /// Remove a queued request; also returns its sector-order successor.
+    fn take(&mut self, id: RequestId) -> (Request, Option<RequestId>) {
         let d = self
             .deadline
             .remove(&id)
             .expect("queued request has a deadline");
         self.fifo.remove(&(d, id));
-        self.sorted.remove(id).expect("queued")
+        self.sorted.remove_with_next(id).expect("queued")
     }
 }
 
@@ -170,11 +171,10 @@ impl Deadline {
 
     /// Dispatch `id` of direction `dir` and remember where the sweep goes on.
     fn move_request(&mut self, dir: usize, id: RequestId) -> Request {
-        let next = self.dirs[dir].sorted.next_after(id);
+        let (request, next) = self.dirs[dir].take(id);
         self.next_rq = [None, None];
         self.next_rq[dir] = next;
         self.batching += 1;
-        let request = self.dirs[dir].take(id);
         self.last_sector = request.end();
         request
     }

@@ -70,7 +70,7 @@
 
 use crate::queue::MergeOutcome;
 use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables};
-use elevator_core::{Duration, Instant, IoClass, Op, QueueLimits, Request, RequestId, SECTOR_SIZE};
+use elevator_core::{Duration, Instant, IoClass, Op, QueueLimits, Request, RequestId};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 

@@ -8,21 +8,18 @@
 //! Invariants: requests leave in insertion order. A merged request leaves at
 //! the earliest FIFO place of the requests in it: when a back merge closes
 //! a gap and the survivor swallows a queued neighbour that was inserted
-//! before it, the survivor takes the neighbour's place. (The legacy kernel
-//! noop keeps the survivor's own place, so an old request swallowed by a
-//! newer one rides to the back of the queue and can wait behind every
-//! request inserted after it; the kernel's deadline moves the survivor to
-//! the earlier FIFO place, and so do we here.) The FIFO holds every queued
-//! id at its place, plus stale entries (ids already dispatched or absorbed)
-//! that dispatch skips.
+//! before it, the merged request takes the neighbour's place (see
+//! [`FifoQueue`]). The legacy kernel noop keeps the survivor's own place,
+//! so an old request swallowed by a newer one rides to the back of the
+//! queue and can wait behind every request inserted after it; the kernel's
+//! deadline moves the survivor to the earlier FIFO place, and so do we here.
 //!
 //! Starvation bound: FIFO order, so a request waits at most for the request
 //! in service and those queued before it: `(max_queued + 1) × service`.
 
-use crate::queue::MergeOutcome;
-use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunables};
-use elevator_core::{Duration, Instant, QueueLimits, Request, RequestId};
-use std::collections::VecDeque;
+use crate::queue::FifoQueue;
+use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, Tunables};
+use elevator_core::{Duration, Instant, QueueLimits, Request};
 
 pub const TYPE: SchedulerType = SchedulerType {
     name: "noop",
@@ -36,34 +33,19 @@ pub const TYPE: SchedulerType = SchedulerType {
 /// The noop policy.
 #[derive(Debug)]
 pub struct Noop {
-    fifo: VecDeque<RequestId>,
-    queue: SortedQueue,
+    queue: FifoQueue,
     rule: MergeRule,
 }
 
 impl Noop {
     pub fn new(limits: &QueueLimits) -> Self {
         Noop {
-            fifo: VecDeque::new(),
-            queue: SortedQueue::new(),
+            queue: FifoQueue::new(),
             rule: MergeRule {
                 max_sectors: limits.max_sectors,
                 front_merges: false,
                 same_task: false,
             },
-        }
-    }
-
-    /// `survivor` swallowed the queued request `gone`: it leaves at whichever
-    /// of their two FIFO places comes first. Its other entry goes stale.
-    /// Costs a scan of the FIFO up to that place, on gap-closing merges only.
-    fn take_earlier_place(&mut self, survivor: RequestId, gone: RequestId) {
-        let first = self
-            .fifo
-            .iter()
-            .position(|&id| id == survivor || id == gone);
-        if let Some(slot) = first {
-            self.fifo[slot] = survivor;
         }
     }
 
@@ -79,26 +61,14 @@ impl Scheduler for Noop {
     }
 
     fn insert(&mut self, request: Request, _now: Instant) {
-        match self.queue.merge(request, &self.rule) {
-            MergeOutcome::None(request) => {
-                self.fifo.push_back(request.id);
-                self.queue.insert(request);
-            }
-            MergeOutcome::Merged {
-                survivor,
-                absorbed_queued: Some(gone),
-            } => self.take_earlier_place(survivor, gone),
-            MergeOutcome::Merged { .. } => {}
-        }
+        self.queue.insert(request, &self.rule);
     }
 
     fn dispatch(&mut self, _now: Instant) -> Dispatch {
-        while let Some(id) = self.fifo.pop_front() {
-            if let Some(request) = self.queue.remove(id) {
-                return Dispatch::Request(request);
-            }
+        match self.queue.pop_front() {
+            Some(request) => Dispatch::Request(request),
+            None => Dispatch::Empty,
         }
-        Dispatch::Empty
     }
 
     fn complete(&mut self, _request: &Request, _now: Instant) {}

@@ -28,5 +28,8 @@ pub mod strategy;
 pub mod toys;
 pub mod workload;
 
-pub use driver::{run, Options, RunReport};
-pub use workload::Case;
+// The short paths for the usual entry points; not every binary uses each.
+#[allow(unused_imports)]
+pub use driver::{run, Options, RunReport, Violation};
+#[allow(unused_imports)]
+pub use workload::{Case, DeviceSpec, Workload};

@@ -1,0 +1,628 @@
+//! Calibration of the built-in profiles against the figures they claim,
+//! plus the model invariants, through the public API only.
+//!
+//! The simulator engine lives elsewhere, so these tests drive a device with
+//! a small closed loop of their own: each stream keeps a fixed number of
+//! requests in flight and issues the next one the instant one completes.
+//! Run with `--nocapture` to see the measured figures.
+
+use elevator_core::{Instant, Op, Prng, Request, RequestId, Sector};
+use elevator_device::{open, parse, Device, ProfileError};
+use std::collections::HashMap;
+
+const MB: f64 = 1e6;
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// What a stream asks for next: (op, sector, sectors).
+type Next<'a> = dyn FnMut(usize, u64) -> (Op, Sector, u32) + 'a;
+
+/// What a closed-loop run measured.
+#[derive(Debug, Default, PartialEq)]
+struct Run {
+    bytes: u64,
+    /// From the first submission to the last completion, ns.
+    elapsed_ns: u64,
+    /// (id, submitted, completed) in completion order.
+    log: Vec<(u64, u64, u64)>,
+}
+
+impl Run {
+    fn rate(&self) -> f64 {
+        self.bytes as f64 / (self.elapsed_ns as f64 / 1e9)
+    }
+    fn iops(&self) -> f64 {
+        self.log.len() as f64 / (self.elapsed_ns as f64 / 1e9)
+    }
+    fn mean_service_ms(&self) -> f64 {
+        let sum: u64 = self.log.iter().map(|&(_, s, c)| c - s).sum();
+        sum as f64 / self.log.len() as f64 / 1e6
+    }
+}
+
+/// Drive `dev` with `streams` streams of `depth` requests each in flight,
+/// `per_stream` requests per stream, starting at `start`. Checks that every
+/// request completes exactly once, never before it was submitted, and that
+/// the device never holds more than its queue depth.
+fn closed_loop(
+    dev: &mut dyn Device,
+    start: Instant,
+    streams: usize,
+    depth: usize,
+    per_stream: u64,
+    next: &mut Next,
+) -> Run {
+    let limit = dev.limits().queue_depth as usize;
+    assert!(
+        streams * depth <= limit,
+        "loop deeper than the device queue"
+    );
+    let mut now = start;
+    let mut id = 0u64;
+    let mut issued = vec![0u64; streams];
+    let mut outstanding: HashMap<RequestId, (usize, u64, u64)> = HashMap::new();
+    let mut run = Run::default();
+    let mut submit =
+        |dev: &mut dyn Device,
+         s: usize,
+         now: Instant,
+         issued: &mut Vec<u64>,
+         outstanding: &mut HashMap<RequestId, (usize, u64, u64)>| {
+            let (op, sector, sectors) = next(s, issued[s]);
+            issued[s] += 1;
+            let mut r = Request::read(id, s as u32, sector, sectors);
+            r.op = op;
+            r.arrival = now;
+            outstanding.insert(r.id, (s, now.nanos(), r.bytes()));
+            id += 1;
+            dev.submit(&r, now);
+            assert!(dev.in_flight() <= limit, "in_flight above queue depth");
+            assert_eq!(dev.in_flight(), outstanding.len());
+        };
+    for s in 0..streams {
+        for _ in 0..depth.min(per_stream as usize) {
+            submit(dev, s, now, &mut issued, &mut outstanding);
+        }
+    }
+    while !outstanding.is_empty() {
+        let due = dev
+            .next_completion()
+            .expect("requests in flight but no completion due");
+        assert!(due >= now, "completion in the past");
+        now = due;
+        let mut got = 0;
+        while let Some(rid) = dev.complete(now) {
+            got += 1;
+            let (s, submitted, bytes) = outstanding
+                .remove(&rid)
+                .unwrap_or_else(|| panic!("{rid:?} completed twice or never submitted"));
+            run.bytes += bytes;
+            run.log.push((rid.0, submitted, now.nanos()));
+            if issued[s] < per_stream {
+                submit(dev, s, now, &mut issued, &mut outstanding);
+            }
+        }
+        assert!(got > 0, "next_completion promised a completion at {now}");
+    }
+    assert_eq!(dev.in_flight(), 0);
+    assert_eq!(dev.complete(Instant::NEVER), None);
+    run.elapsed_ns = now.since(start).nanos();
+    run
+}
+
+fn random_sector(rng: &mut Prng, capacity: Sector, sectors: u32) -> Sector {
+    // 4 KiB aligned, as a filesystem would ask.
+    let blocks = (capacity - u64::from(sectors)) / 8;
+    rng.below(blocks) * 8
+}
+
+// ------------------------------------------------------------ ide-2003 --
+
+#[test]
+fn ide_2003_sequential_reader_gets_about_40_mb_s() {
+    let mut dev = open("ide-2003").unwrap();
+    let cap = dev.limits().capacity;
+    // 128 KiB back to back, depth 1, 256 MB from the start of the disk.
+    let run = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 2000, &mut |_, k| {
+        (Op::Read, k * 256, 256)
+    });
+    let rate = run.rate() / MB;
+    println!(
+        "ide-2003 sequential 128 KiB reads at LBA 0: {rate:.1} MB/s ({:.1} MiB/s)",
+        run.rate() / MIB
+    );
+    assert!((35.0..=45.0).contains(&rate), "{rate} MB/s");
+    // The same reader in the middle and at the end of the disk.
+    for frac in [0.5, 0.95] {
+        let base = (cap as f64 * frac) as u64 / 256 * 256;
+        let mut dev = open("ide-2003").unwrap();
+        let run = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 500, &mut |_, k| {
+            (Op::Read, base + k * 256, 256)
+        });
+        println!(
+            "ide-2003 sequential 128 KiB reads at {:.0}% of the disk: {:.1} MB/s",
+            frac * 100.0,
+            run.rate() / MB
+        );
+    }
+}
+
+#[test]
+fn ide_2003_random_4k_reads_take_11_to_16_ms() {
+    let mut dev = open("ide-2003").unwrap();
+    let cap = dev.limits().capacity;
+    let mut rng = Prng::new(1);
+    let run = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 3000, &mut |_, _| {
+        (Op::Read, random_sector(&mut rng, cap, 8), 8)
+    });
+    let mean = run.mean_service_ms();
+    let stats = dev.stats();
+    println!(
+        "ide-2003 random 4 KiB reads, depth 1, whole disk: mean service {mean:.2} ms \
+         ({:.0} IOPS), {} seeks, mean seek distance {:.1} GB",
+        run.iops(),
+        stats.seeks,
+        stats.seek_distance as f64 * 512.0 / stats.seeks.max(1) as f64 / 1e9
+    );
+    assert!((11.0..=16.0).contains(&mean), "{mean} ms");
+    assert_eq!(stats.requests, 3000);
+    assert!(stats.seeks > 2900);
+}
+
+#[test]
+fn ide_2003_segment_cache_serves_the_next_sequential_read() {
+    let mut dev = open("ide-2003").unwrap();
+    let base = 10_000_000;
+    // One 64 KiB read, then after 2 ms of think time the next 64 KiB: the
+    // drive has read it ahead meanwhile.
+    let first = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 1, &mut |_, _| {
+        (Op::Read, base, 128)
+    });
+    let t = Instant(first.elapsed_ns + 2_000_000);
+    let seq = closed_loop(dev.as_mut(), t, 1, 1, 1, &mut |_, _| {
+        (Op::Read, base + 128, 128)
+    });
+    let t = Instant(t.nanos() + seq.elapsed_ns + 2_000_000);
+    let rnd = closed_loop(dev.as_mut(), t, 1, 1, 1, &mut |_, _| {
+        (Op::Read, 90_000_000, 128)
+    });
+    let (a, b, c) = (
+        first.mean_service_ms(),
+        seq.mean_service_ms(),
+        rnd.mean_service_ms(),
+    );
+    println!("ide-2003 64 KiB reads: first {a:.2} ms, next sequential {b:.2} ms, random {c:.2} ms");
+    assert!(b < 1.0, "the read-ahead hit took {b} ms");
+    assert!(b * 5.0 < c);
+}
+
+// ------------------------------------------------------------ sata-hdd --
+
+#[test]
+fn sata_hdd_outer_zone_is_faster_than_inner() {
+    let rate_at = |frac: f64| {
+        let mut dev = open("sata-hdd").unwrap();
+        let cap = dev.limits().capacity;
+        let base = ((cap - 600 * 1024) as f64 * frac) as u64 / 1024 * 1024;
+        let run = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 600, &mut |_, k| {
+            (Op::Read, base + k * 1024, 1024)
+        });
+        run.rate() / MB
+    };
+    let (outer, inner) = (rate_at(0.0), rate_at(1.0));
+    println!("sata-hdd sequential 512 KiB reads: outer {outer:.1} MB/s, inner {inner:.1} MB/s");
+    assert!(outer > 1.7 * inner);
+    assert!((190.0..=215.0).contains(&outer), "{outer}");
+    assert!((90.0..=105.0).contains(&inner), "{inner}");
+}
+
+#[test]
+fn sata_hdd_ncq_reordering_raises_random_iops() {
+    let iops = |depth: usize| {
+        let mut dev = open("sata-hdd").unwrap();
+        let cap = dev.limits().capacity;
+        let mut rng = Prng::new(7);
+        let run = closed_loop(
+            dev.as_mut(),
+            Instant::ZERO,
+            depth,
+            1,
+            4000 / depth as u64,
+            &mut |_, _| (Op::Read, random_sector(&mut rng, cap, 8), 8),
+        );
+        (run.iops(), run.mean_service_ms())
+    };
+    let (q1, l1) = iops(1);
+    let (q31, l31) = iops(31);
+    println!(
+        "sata-hdd random 4 KiB reads: depth 1 {q1:.0} IOPS ({l1:.2} ms), \
+         depth 31 (NCQ, SPTF) {q31:.0} IOPS ({l31:.1} ms mean latency)"
+    );
+    assert!(q31 > 1.8 * q1, "{q31} vs {q1}");
+}
+
+// --------------------------------------------------------- ssd-sata-2016 --
+
+/// Ten readers, one request in flight each, each in its own tenth of the
+/// device.
+fn ten_readers(profile: &str, sectors: u32, random: bool, per_stream: u64) -> Run {
+    let mut dev = open(profile).unwrap();
+    let cap = dev.limits().capacity;
+    let region = cap / 10 / 8 * 8;
+    let mut rngs: Vec<Prng> = (0..10)
+        .map(|s| Prng::derive(3, &format!("reader{s}")))
+        .collect();
+    closed_loop(
+        dev.as_mut(),
+        Instant::ZERO,
+        10,
+        1,
+        per_stream,
+        &mut |s, k| {
+            let base = s as u64 * region;
+            let off = if random {
+                random_sector(&mut rngs[s], region, sectors)
+            } else {
+                k * u64::from(sectors)
+            };
+            (Op::Read, base + off, sectors)
+        },
+    )
+}
+
+#[test]
+fn ssd_sata_2016_matches_the_bfq_letter() {
+    let seq = ten_readers("ssd-sata-2016", 256, false, 2000);
+    let rnd = ten_readers("ssd-sata-2016", 8, true, 20_000);
+    println!(
+        "ssd-sata-2016 ten sequential 128 KiB readers: {:.1} MiB/s ({:.1} MB/s); \
+         letter: 399-400",
+        seq.rate() / MIB,
+        seq.rate() / MB
+    );
+    println!(
+        "ssd-sata-2016 ten random 4 KiB readers: {:.1} MiB/s ({:.1} MB/s, {:.0} IOPS); \
+         letter: 191-203",
+        rnd.rate() / MIB,
+        rnd.rate() / MB,
+        rnd.iops()
+    );
+    // The letter's figures come from iostat -m (MiB/s); they hold in MB/s too.
+    for r in [seq.rate() / MIB, seq.rate() / MB] {
+        assert!((380.0..=420.0).contains(&r), "sequential {r}");
+    }
+    for r in [rnd.rate() / MIB, rnd.rate() / MB] {
+        assert!((180.0..=220.0).contains(&r), "random {r}");
+    }
+}
+
+#[test]
+fn ssd_queue_depth_one_latency_is_plausible() {
+    for (profile, lo, hi) in [("ssd-sata-2016", 80.0, 140.0), ("nvme", 40.0, 70.0)] {
+        let mut dev = open(profile).unwrap();
+        let cap = dev.limits().capacity;
+        let mut rng = Prng::new(5);
+        let run = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 5000, &mut |_, _| {
+            (Op::Read, random_sector(&mut rng, cap, 8), 8)
+        });
+        let us = run.mean_service_ms() * 1e3;
+        println!(
+            "{profile}: random 4 KiB read at depth 1: {us:.1} us ({:.0} IOPS)",
+            run.iops()
+        );
+        assert!((lo..=hi).contains(&us), "{profile}: {us} us");
+    }
+}
+
+#[test]
+fn nvme_reaches_its_rated_figures() {
+    let mut dev = open("nvme").unwrap();
+    let cap = dev.limits().capacity;
+    let region = cap / 8;
+    let seq = closed_loop(dev.as_mut(), Instant::ZERO, 8, 4, 1000, &mut |s, k| {
+        (Op::Read, s as u64 * region + k * 1024, 1024)
+    });
+    // Random reads at depth 32, and at 4 x 32, where the rating is given.
+    let random = |depth: usize| {
+        let mut dev = open("nvme").unwrap();
+        let mut rng = Prng::new(9);
+        closed_loop(dev.as_mut(), Instant::ZERO, depth, 1, 2000, &mut |_, _| {
+            (Op::Read, random_sector(&mut rng, cap, 8), 8)
+        })
+        .iops()
+    };
+    let (q32, q128) = (random(32), random(128));
+    let mut dev = open("nvme").unwrap();
+    let wr = closed_loop(dev.as_mut(), Instant::ZERO, 8, 4, 1000, &mut |s, k| {
+        (Op::Write, s as u64 * region + k * 1024, 1024)
+    });
+    println!(
+        "nvme: sequential 512 KiB reads at depth 32 {:.0} MB/s, writes {:.0} MB/s; \
+         random 4 KiB reads {:.0} k IOPS at depth 32, {:.0} k at depth 128 (rated 600 k)",
+        seq.rate() / MB,
+        wr.rate() / MB,
+        q32 / 1e3,
+        q128 / 1e3
+    );
+    assert!((3000.0..=3600.0).contains(&(seq.rate() / MB)));
+    assert!((2800.0..=3600.0).contains(&(wr.rate() / MB)));
+    assert!(q32 > 200e3 && q128 > q32);
+    assert!((450e3..=650e3).contains(&q128), "{q128}");
+}
+
+// --------------------------------------------------------- sdcard-2009 --
+
+#[test]
+fn sdcard_scattered_small_writes_are_orders_of_magnitude_slower() {
+    let mut dev = open("sdcard-2009").unwrap();
+    let cap = dev.limits().capacity;
+    // Sequential 128 KiB writes from 64 MiB on.
+    let seq = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 400, &mut |_, k| {
+        (Op::Write, 131_072 + k * 256, 256)
+    });
+    let t = Instant(seq.elapsed_ns);
+    let mut rng = Prng::new(11);
+    let rnd = closed_loop(dev.as_mut(), t, 1, 1, 100, &mut |_, _| {
+        (Op::Write, random_sector(&mut rng, cap, 8), 8)
+    });
+    let reads = closed_loop(
+        dev.as_mut(),
+        Instant(t.nanos() + rnd.elapsed_ns),
+        1,
+        1,
+        200,
+        &mut |_, k| (Op::Read, 131_072 + k * 256, 256),
+    );
+    println!(
+        "sdcard-2009: sequential 128 KiB writes {:.2} MB/s, random 4 KiB writes {:.1} KB/s \
+         ({:.1} IOPS, {:.0} ms each), sequential reads {:.1} MB/s",
+        seq.rate() / MB,
+        rnd.rate() / 1e3,
+        rnd.iops(),
+        rnd.mean_service_ms(),
+        reads.rate() / MB
+    );
+    assert!((4.0..=6.0).contains(&(seq.rate() / MB)));
+    assert!((10.0..=20.0).contains(&(reads.rate() / MB)));
+    assert!(seq.rate() > 100.0 * rnd.rate());
+    let limits = dev.limits();
+    assert!(!limits.rotational);
+    assert_eq!(limits.queue_depth, 1);
+}
+
+// ---------------------------------------------------------- all models --
+
+/// A mixed workload: random and sequential reads and writes, a flush now
+/// and then, several streams where the device queues.
+fn mixed(profile: &str) -> Run {
+    let mut dev = open(profile).unwrap();
+    let limits = dev.limits();
+    let cap = limits.capacity;
+    let streams = (limits.queue_depth as usize).min(8);
+    let mut rng = Prng::new(42);
+    closed_loop(
+        dev.as_mut(),
+        Instant(123_456),
+        streams,
+        1,
+        300,
+        &mut |s, k| {
+            let pick = rng.below(20);
+            let sectors = [8u32, 64, 256][rng.below(3) as usize].min(limits.max_sectors);
+            let sector = if pick < 8 {
+                random_sector(&mut rng, cap, sectors)
+            } else {
+                (s as u64 * 1_000_000 + k * u64::from(sectors)) % (cap - u64::from(sectors))
+            };
+            let op = match pick {
+                0 => Op::Flush,
+                1..=7 => Op::Write,
+                _ => Op::Read,
+            };
+            (op, sector, sectors)
+        },
+    )
+}
+
+#[test]
+fn same_submissions_give_identical_completions() {
+    for (name, _) in elevator_device::builtin_profiles() {
+        let a = mixed(name);
+        let b = mixed(name);
+        assert_eq!(a, b, "{name} is not deterministic");
+        let mut dev = open(name).unwrap();
+        let depth = dev.limits().queue_depth as usize;
+        let stats = {
+            let _ = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 10, &mut |_, k| {
+                (Op::Read, k * 64, 64)
+            });
+            dev.stats()
+        };
+        assert_eq!(stats.requests, 10);
+        assert!(stats.busy_ns > 0);
+        println!(
+            "{name}: mixed workload of {} requests over {} streams, {:.3} s simulated, deterministic",
+            a.log.len(),
+            depth.min(8),
+            a.elapsed_ns as f64 / 1e9
+        );
+    }
+}
+
+#[test]
+fn flush_waits_for_the_write_cache() {
+    for name in ["ide-2003", "sata-hdd", "ssd-sata-2016"] {
+        let mut dev = open(name).unwrap();
+        // 32 scattered 4 KiB writes: acknowledged from the buffer...
+        let mut rng = Prng::new(2);
+        let cap = dev.limits().capacity;
+        let w = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 32, &mut |_, _| {
+            (Op::Write, random_sector(&mut rng, cap, 8), 8)
+        });
+        // ...and the flush right after pays for writing them.
+        let f = closed_loop(dev.as_mut(), Instant(w.elapsed_ns), 1, 1, 1, &mut |_, _| {
+            (Op::Flush, 0, 0)
+        });
+        println!(
+            "{name}: cached 4 KiB write {:.3} ms each, then flush {:.2} ms",
+            w.mean_service_ms(),
+            f.mean_service_ms()
+        );
+        assert!(w.mean_service_ms() < 0.2);
+        assert!(f.mean_service_ms() > 10.0 * w.mean_service_ms());
+        // An empty cache flushes at once.
+        let g = closed_loop(
+            dev.as_mut(),
+            Instant(w.elapsed_ns + f.elapsed_ns),
+            1,
+            1,
+            1,
+            &mut |_, _| (Op::Flush, 0, 0),
+        );
+        assert!(g.mean_service_ms() < 0.2, "{name}: {}", g.mean_service_ms());
+    }
+}
+
+#[test]
+fn limits_follow_the_profiles() {
+    let expect = [
+        ("ide-2003", true, 1, 256),
+        ("sata-hdd", true, 31, 1024),
+        ("ssd-sata-2016", false, 31, 1024),
+        ("nvme", false, 1023, 1024),
+        ("sdcard-2009", false, 1, 256),
+    ];
+    for (name, rotational, depth, max_sectors) in expect {
+        let l = open(name).unwrap().limits();
+        println!("{name}: {l:?} ({:.1} GB)", l.capacity as f64 * 512.0 / 1e9);
+        assert_eq!(
+            (l.rotational, l.queue_depth, l.max_sectors),
+            (rotational, depth, max_sectors)
+        );
+    }
+    let ide = open("ide-2003").unwrap().limits().capacity as f64 * 512.0 / 1e9;
+    let sata = open("sata-hdd").unwrap().limits().capacity as f64 * 512.0 / 1e12;
+    assert!((79.0..=81.0).contains(&ide));
+    assert!((0.99..=1.01).contains(&sata));
+}
+
+#[test]
+fn bad_profile_text_names_the_line_and_the_key() {
+    let text = "kind = \"hdd\"\n[interface]\nqueue_depth = 1\nmax_sectors = 256\n\
+                transfer_mb_per_s = 100.0\nturbo = true\n";
+    let err = parse("bad.toml", text).err().unwrap();
+    let msg = err.to_string();
+    println!("{msg}");
+    assert!(msg.starts_with("bad.toml:6:"), "{msg}");
+    assert!(msg.contains("interface.turbo"), "{msg}");
+    match err {
+        ProfileError::Invalid { line, key, .. } => {
+            assert_eq!((line, key.as_str()), (6, "interface.turbo"))
+        }
+        other => panic!("{other}"),
+    }
+    // Out of range: zero rpm in an otherwise good profile.
+    let good = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/profiles/sata-hdd.toml"
+    ))
+    .unwrap();
+    let bad = good.replacen("rpm = 7200", "rpm = 0", 1);
+    let msg = parse("zero-rpm.toml", &bad).err().unwrap().to_string();
+    println!("{msg}");
+    let line = good.lines().position(|l| l.starts_with("rpm =")).unwrap() + 1;
+    assert!(
+        msg.starts_with(&format!("zero-rpm.toml:{line}: `mechanics.rpm`")),
+        "{msg}"
+    );
+    // A path loads like a built-in; a missing one is a typed error.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles/sdcard-2009.toml");
+    assert_eq!(open(path).unwrap().name(), "sdcard-2009");
+    assert!(matches!(
+        open("/no/such/profile.toml"),
+        Err(ProfileError::NotFound { .. })
+    ));
+}
+
+// ----------------------------------------------------- ibm18es replay --
+
+/// Replay DiskSim's validation trace for the IBM Ultrastar 18ES against
+/// the `ibm18es` profile. Each line is `R|W Hit|Miss blkno sectors
+/// service_us next_us`: the real drive's measured service time, and the
+/// gap from this request's completion to the next arrival (closed loop).
+/// Reports the mean and the RMS error of service times, and DiskSim's
+/// "demerit" (the RMS distance between the two service-time
+/// distributions). DiskSim's own model scores a demerit of 0.135 ms.
+#[test]
+fn ibm18es_trace_replay() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/traces/disksim-validation/ibm18es.trace"
+    );
+    let Ok(text) = std::fs::read_to_string(path) else {
+        println!("ibm18es replay skipped: {path} not found");
+        return;
+    };
+    let mut dev = open("ibm18es").unwrap();
+    let mut now = Instant::ZERO;
+    let (mut model, mut real) = (Vec::new(), Vec::new());
+    let (mut model_r, mut real_r) = (Vec::new(), Vec::new());
+    for (i, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 {
+            continue;
+        }
+        let op = if f[0] == "W" { Op::Write } else { Op::Read };
+        let mut r = Request::read(i as u64, 0, f[2].parse().unwrap(), f[3].parse().unwrap());
+        r.op = op;
+        let measured: f64 = f[4].parse().unwrap();
+        let gap: f64 = f[5].parse().unwrap();
+        dev.submit(&r, now);
+        let done = dev.next_completion().unwrap();
+        assert_eq!(dev.complete(done), Some(r.id));
+        let service = done.since(now).as_millis_f64();
+        model.push(service);
+        real.push(measured / 1e3);
+        if op == Op::Read {
+            model_r.push(service);
+            real_r.push(measured / 1e3);
+        }
+        now = done + elevator_core::Duration::from_secs_f64(gap / 1e6);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let rms = |a: &[f64], b: &[f64]| {
+        (a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>() / a.len() as f64).sqrt()
+    };
+    let demerit = |a: &[f64], b: &[f64]| {
+        let (mut a, mut b) = (a.to_vec(), b.to_vec());
+        a.sort_by(f64::total_cmp);
+        b.sort_by(f64::total_cmp);
+        rms(&a, &b)
+    };
+    let (mm, mr) = (mean(&model), mean(&real));
+    let d = demerit(&model, &real);
+    println!(
+        "ibm18es replay of {} requests: mean service model {mm:.3} ms, measured {mr:.3} ms; \
+         per-request RMS error {:.3} ms; demerit {d:.3} ms ({:.1}% of the mean; DiskSim 0.135 ms)",
+        model.len(),
+        rms(&model, &real),
+        100.0 * d / mr
+    );
+    println!(
+        "ibm18es reads only: model {:.3} ms, measured {:.3} ms, demerit {:.3} ms",
+        mean(&model_r),
+        mean(&real_r),
+        demerit(&model_r, &real_r)
+    );
+    let (mut a, mut b) = (model_r.clone(), real_r.clone());
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    let q = |v: &[f64], q: f64| v[(q * v.len() as f64) as usize];
+    println!(
+        "ibm18es read quantiles (model/measured ms): {}",
+        [0.1, 0.3, 0.5, 0.7, 0.9, 0.99]
+            .map(|p| format!("p{:.0} {:.2}/{:.2}", p * 100.0, q(&a, p), q(&b, p)))
+            .join(", ")
+    );
+    assert!(d < 0.3, "demerit {d} ms");
+    assert!((mm - mr).abs() < 0.05 * mr, "mean {mm} vs {mr}");
+}

@@ -1,0 +1,63 @@
+//! The group layers (blk-throttle's io.max, io.latency) wrapped around every
+//! registered policy pass the same conformance checks: nothing held is ever
+//! lost, duplicated or invented, and held requests are eventually let
+//! through. Starvation bounds are the inner policy's business and limits
+//! make waits as long as the limit says, so those checks are off here.
+
+mod common;
+
+use common::strategy;
+use common::{run, Options};
+use elevator_core::{Duration, GroupId, GroupTree, IoMax};
+use elevator_sched::group::latency::LatencyLimiter;
+use elevator_sched::group::throttle::Throttle;
+use elevator_sched::registry;
+use proptest::test_runner::TestCaseError;
+
+const CASES: u32 = 96;
+
+/// Groups 1-3 (the generator uses groups 0-3): a limited group, its limited
+/// child, and a group with a latency target.
+fn tree() -> GroupTree {
+    let mut t = GroupTree::default();
+    let a = t.add(
+        "a",
+        GroupId::ROOT,
+        100,
+        "rbps=2m wbps=1m riops=200".parse::<IoMax>().unwrap(),
+    );
+    t.add("b", a, 100, "rbps=1m wiops=100".parse::<IoMax>().unwrap());
+    let c = t.add("c", GroupId::ROOT, 300, IoMax::default());
+    t.set_latency_target(c, Some(Duration::from_millis(5)));
+    t
+}
+
+fn options() -> Options {
+    Options {
+        // A throttled group may have to wait a long time for its next pass.
+        liveness_limit: Duration::from_secs(3600),
+        check_starvation: false,
+    }
+}
+
+#[test]
+fn throttle_and_latency_layers_conform_around_every_policy() {
+    for ty in registry() {
+        let mut runner = strategy::runner(CASES);
+        let result = runner.run(&strategy::case(), |case| {
+            let limits = case.device.limits;
+            let inner = ty.build_default(&limits);
+            let mut layered = Throttle::new(
+                Box::new(LatencyLimiter::new(inner, tree(), &limits)),
+                tree(),
+            );
+            run(&mut layered, &case, &options()).map_err(|v| TestCaseError::fail(v.to_string()))?;
+            Ok(())
+        });
+        assert!(
+            result.is_ok(),
+            "{} behind throttle + io.latency: {result:?}",
+            ty.name
+        );
+    }
+}
