@@ -1771,6 +1771,10 @@ impl Scheduler for Cfq {
         "cfq"
     }
 
+    fn set_groups(&mut self, groups: &GroupTree) {
+        self.set_group_tree(groups);
+    }
+
     fn insert(&mut self, request: Request, now: Instant) {
         self.fire_idle_timer(now);
         let sync = is_sync(&request);
