@@ -208,6 +208,9 @@ fn list(out: &mut Vec<u8>) -> Result<()> {
             t.name, honours, t.about
         )?;
     }
+    // The group layers sit in front of the policy, so they work with all.
+    writeln!(out, "layer     io.max         honours limits       blk-throttle: per-group bytes/s and IOPS limits, in front of any policy")?;
+    writeln!(out, "layer     io.latency     honours targets      per-group latency targets: looser siblings get less queue depth, any policy")?;
     for (name, about) in elevator_device::builtin_profiles() {
         writeln!(out, "device    {name:<14} {about}")?;
     }

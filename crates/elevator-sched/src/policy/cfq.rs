@@ -180,7 +180,7 @@ pub const TYPE: SchedulerType = SchedulerType {
     aliases: &["cfq-iosched"],
     about:
         "per-task queues with time slices by I/O priority, idling, groups (Linux 2.6.33-3.x CFQ)",
-    honours: &["ioprio"],
+    honours: &["ioprio", "weights", "groups"],
     tunables: &[
         Tunable {
             name: "quantum",

@@ -93,7 +93,7 @@ pub const TYPE: SchedulerType = SchedulerType {
     name: "deadline-mc",
     aliases: &["deadline-multiclass"],
     about: "deadline with RT-read, sync and async levels and a batch time quantum (Zoccolo 2009)",
-    honours: &["ioprio"],
+    honours: &["ioprio-class"],
     tunables: &[
         Tunable {
             name: "rt_read_expire",
