@@ -17,6 +17,8 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "group-read-unlimited",
     "group-random-vs-sequential",
     "lowlatency-24",
+    "ioprio-17-sync",
+    "ioprio-17-async",
 ];
 
 /// Names and descriptions of the built-in scenarios.
