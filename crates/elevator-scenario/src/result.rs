@@ -93,7 +93,10 @@ impl ResultSpec {
     pub(crate) fn parse(r: &RawResultChecked, jobs: &[String]) -> Result<ResultSpec, String> {
         if let Some(j) = &r.job {
             if !jobs.iter().any(|t| t == j) {
-                return Err(format!("result.job names no job or process: {j:?} (known: {})", jobs.join(", ")));
+                return Err(format!(
+                    "result.job names no job or process: {j:?} (known: {})",
+                    jobs.join(", ")
+                ));
             }
         }
         let default = match r.metric {

@@ -1,6 +1,6 @@
 //! Running a scenario under one or more policies.
 
-use crate::{Scenario, ScenarioError};
+use crate::{Scenario, ScenarioError, Sweep};
 use elevator_core::{GroupId, Instant, QueueLimits, SECTOR_SIZE};
 use elevator_metrics::{
     DeviceReport, GroupReport, JobStats, LatencyStats, Report, ResultValue, RunReport,
@@ -43,15 +43,26 @@ pub fn run(
     // One variant per sweep point (or just the scenario itself).
     let variants: Vec<(Option<String>, Scenario)> = match &scenario.sweep {
         None => vec![(None, scenario.clone())],
-        Some(sweep) => sweep
-            .counts
+        Some(Sweep::Count { job, counts }) => counts
             .iter()
             .map(|&count| {
                 let mut s = scenario.clone();
-                for j in s.jobs.iter_mut().filter(|j| j.name == sweep.job) {
+                for j in s.jobs.iter_mut().filter(|j| &j.name == job) {
                     j.count = count;
                 }
-                (Some(format!("{}={count}", sweep.job)), s)
+                (Some(format!("{job}={count}")), s)
+            })
+            .collect(),
+        Some(Sweep::InflightLimit(limits)) => limits
+            .iter()
+            .map(|&limit| {
+                let mut s = scenario.clone();
+                s.block.inflight_limit = limit;
+                let label = match limit {
+                    None => "inflight_limit=max".to_string(),
+                    Some(sectors) => format!("inflight_limit={}k", sectors / 2),
+                };
+                (Some(label), s)
             })
             .collect(),
     };
@@ -99,7 +110,7 @@ pub fn run_one(
         .flatten()
         .map(|(k, v)| (k.as_str(), *v))
         .collect();
-    for (p, k, v) in overrides {
+    for (p, k, v) in overrides.iter().filter(|(p, _, _)| p != "block") {
         if elevator_sched::find(p).is_some_and(|t| t.name == sched_type.name) {
             values.push((k.as_str(), *v));
         }
@@ -117,14 +128,13 @@ pub fn run_one(
         sched = Box::new(Throttle::new(sched, scenario.groups.clone()));
     }
 
-    let (mut mix, measured, job_groups) = build_workload(scenario, &limits, seed)?;
-    let mut config = EngineConfig {
-        time_limit: Instant::ZERO + scenario.time_limit,
-        ..EngineConfig::default()
-    };
-    if let Some(n) = scenario.nr_requests {
-        config.nr_requests = [n, n];
+    let mut config = scenario.block;
+    config.time_limit = Instant::ZERO + scenario.time_limit;
+    for (p, k, v) in overrides.iter().filter(|(p, _, _)| p == "block") {
+        apply_block(&mut config, k, *v).map_err(|m| cli(format!("--set {p}.{k}={v}: {m}")))?;
     }
+    let (mut mix, measured, job_groups) =
+        build_workload(scenario, &limits, seed, config.nr_requests[1])?;
     let mut engine = Engine::new(sched, dev, config);
     let summary = engine.run(&mut mix);
 
@@ -177,6 +187,26 @@ pub fn run_one(
         },
         jobs,
     })
+}
+
+/// A `--set block.NAME=VALUE` override (sizes in bytes; 0 lifts a limit).
+pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<(), String> {
+    let n = usize::try_from(value).map_err(|_| "must not be negative".to_string())?;
+    match name {
+        "nr_requests" if n > 0 => config.nr_requests = [n, n],
+        "batch_requests" if n > 0 => config.batch_requests = n,
+        "steal" => config.steal = n != 0,
+        "inflight_limit" => {
+            config.inflight_limit = (n > 0).then_some((n as u64).div_ceil(SECTOR_SIZE));
+        }
+        "nr_requests" | "batch_requests" => return Err("must be at least 1".into()),
+        other => {
+            return Err(format!(
+                "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit)"
+            ))
+        }
+    }
+    Ok(())
 }
 
 /// Per group: its jobs' bytes, rates, latency and share of device time.
@@ -253,6 +283,7 @@ fn build_workload(
     scenario: &Scenario,
     limits: &QueueLimits,
     seed: u64,
+    write_slots: usize,
 ) -> Result<(Mix, Vec<bool>, Vec<GroupId>), ScenarioError> {
     let mut mix = Mix::new();
     let mut measured = Vec::new();
@@ -302,7 +333,8 @@ fn build_workload(
         }
     }
     if let Some(spec) = &scenario.host {
-        let host = crate::host::build_host(spec, limits, scenario.nr_requests, seed, task, &scenario.file)?;
+        let host =
+            crate::host::build_host(spec, limits, Some(write_slots), seed, task, &scenario.file)?;
         measured.extend(host.measured());
         groups.extend(host.row_groups());
         mix.push(Box::new(host));

@@ -143,6 +143,8 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::linus24::TYPE,
         policy::deadline::TYPE,
         policy::anticipatory::TYPE,
+        policy::cfq::TYPE,
+        policy::deadline_mc::TYPE,
         policy::bfq::TYPE,
     ]
 }

@@ -282,7 +282,13 @@ impl Engine {
         }
         for dir in [READ, WRITE] {
             let free = self.config.nr_requests[dir].saturating_sub(self.allocated[dir]);
-            if self.waiting[dir].is_empty() || free < self.config.batch_requests.max(1) {
+            // 2.4 sizes the batch as min(nr_requests / 4, 32).
+            let batch = self
+                .config
+                .batch_requests
+                .min(self.config.nr_requests[dir] / 4)
+                .max(1);
+            if self.waiting[dir].is_empty() || free < batch {
                 continue;
             }
             // A woken request that merges took no slot: wake the next one.

@@ -2,6 +2,8 @@
 
 pub mod anticipatory;
 pub mod bfq;
+pub mod cfq;
 pub mod deadline;
+pub mod deadline_mc;
 pub mod linus24;
 pub mod noop;
