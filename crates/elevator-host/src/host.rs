@@ -47,7 +47,7 @@
 use crate::cache::{PageCache, PageState, CHUNK_PAGES};
 use crate::fs::{FileId, FileSystem, Kind};
 use crate::params::{
-    HostParams, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES, PAGE_SIZE,
+    HostParams, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES, PAGE_SIZE,
     RATELIMIT_EXCEEDED_PAGES,
 };
 use crate::readahead::RaState;
@@ -283,6 +283,8 @@ pub struct Host {
     write_seq: u64,
     outstanding: BTreeSet<u64>,
     file_writes: FxHashMap<u32, Vec<u64>>,
+    /// The group that dirtied each file (cgroup v2 writeback ownership).
+    dirtier: FxHashMap<u32, GroupId>,
     wb_cursor: FxHashMap<u32, u64>,
     ratelimit_count: u64,
     dirty_exceeded: bool,
@@ -328,6 +330,7 @@ impl Host {
             write_seq: 0,
             outstanding: BTreeSet::new(),
             file_writes: FxHashMap::default(),
+            dirtier: FxHashMap::default(),
             wb_cursor: FxHashMap::default(),
             ratelimit_count: 0,
             dirty_exceeded: false,
@@ -600,14 +603,20 @@ impl Host {
                 file,
                 page: offset / PAGE_SIZE,
             },
-            Syscall::Write { file, offset, len } => Sys::Write(WriteOp {
-                file,
-                start: offset,
-                pos: offset,
-                end: offset + len,
-                inode_done: false,
-                throttle: None,
-            }),
+            Syscall::Write { file, offset, len } => {
+                // cgroup v2 writeback: the inode belongs to the group that
+                // dirties it (the kernel switches an inode to the group
+                // doing most of its writing; the last writer stands in).
+                self.dirtier.insert(file.0, self.procs[pid].group);
+                Sys::Write(WriteOp {
+                    file,
+                    start: offset,
+                    pos: offset,
+                    end: offset + len,
+                    inode_done: false,
+                    throttle: None,
+                })
+            }
             Syscall::Fsync(file) => Sys::Sync(SyncOp {
                 target: Some(file),
                 pass: 0,
@@ -1049,6 +1058,16 @@ impl Host {
                         break;
                     }
                     self.dirty_exceeded = true;
+                    if self.params.io_less_throttling {
+                        // 3.2+: the writer only waits; the flusher writes.
+                        if !self.flusher.background && !self.flusher.kupdate {
+                            self.flusher.background = true;
+                            self.kick_flusher(io);
+                        }
+                        self.stats.throttle_waits += 1;
+                        self.congestion_wait(pid, io);
+                        return Err(Blocked);
+                    }
                     if self.cache.dirty() > 0 {
                         let ctl = WbCtl {
                             budget: chunk,
@@ -1190,7 +1209,15 @@ impl Host {
                 let p = &self.procs[pid];
                 (p.task, p.prio, p.group)
             }
-            Issuer::Flusher => (self.pdflush, IoPrio::default(), GroupId::ROOT),
+            Issuer::Flusher => {
+                let group = match self.params.writeback_charge {
+                    WritebackCharge::Dirtier => {
+                        self.dirtier.get(&owner.0).copied().unwrap_or(GroupId::ROOT)
+                    }
+                    WritebackCharge::Flusher => GroupId::ROOT,
+                };
+                (self.pdflush, IoPrio::default(), group)
+            }
         };
         let max_pages = (u64::from(self.params.max_sectors) * 512 / PAGE_SIZE).max(1);
         let spb = self.fs.geo.sectors_per_block();

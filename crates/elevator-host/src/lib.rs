@@ -37,5 +37,5 @@ pub mod syscall;
 
 pub use fs::{FileId, FileSystem};
 pub use host::{Host, HostStats, Pid};
-pub use params::HostParams;
+pub use params::{HostParams, WritebackCharge};
 pub use syscall::{Ctx, Program, Ret, SysResult, Syscall};

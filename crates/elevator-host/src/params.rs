@@ -129,6 +129,19 @@ impl Default for FsParams {
     }
 }
 
+/// Which group buffered writeback is charged to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WritebackCharge {
+    /// cgroup v2 writeback (Linux 4.2+, Tejun Heo): an inode's dirty pages
+    /// are written back on behalf of the group that dirtied them, so the
+    /// group's weight and `io.max` apply to its buffered writes.
+    Dirtier,
+    /// cgroup v1: the flusher writes everything from the root group, so
+    /// buffered writes escape group limits (the complaint of `docker
+    /// --device-write-bps` users, reference notes §9.5).
+    Flusher,
+}
+
 /// Everything about the host that is not a process.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostParams {
@@ -148,6 +161,12 @@ pub struct HostParams {
     pub dirty_expire_centisecs: u32,
     pub dirty_writeback_centisecs: u32,
     pub max_writeback_pages: u64,
+    /// Who pays for buffered writeback (default: the dirtier, cgroup v2).
+    pub writeback_charge: WritebackCharge,
+    /// IO-less dirty throttling (Linux 3.2, Wu Fengguang): a writer over
+    /// the dirty limit waits for the flusher instead of writing back pages
+    /// itself. Off for the 2.4/2.6.0 presets, whose writers wrote.
+    pub io_less_throttling: bool,
     /// Request slots per direction in the block queue below (`nr_requests`).
     pub nr_requests: u32,
     /// Largest request the device takes, sectors (`max_sectors`).
@@ -182,6 +201,8 @@ impl HostParams {
             dirty_expire_centisecs: DIRTY_EXPIRE_CENTISECS,
             dirty_writeback_centisecs: DIRTY_WRITEBACK_CENTISECS,
             max_writeback_pages: MAX_WRITEBACK_PAGES,
+            writeback_charge: WritebackCharge::Dirtier,
+            io_less_throttling: false,
             nr_requests: NR_REQUESTS,
             max_sectors: 256,
             syscall_cpu: SYSCALL_CPU,

@@ -19,6 +19,7 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "lowlatency-24",
     "ioprio-17-sync",
     "ioprio-17-async",
+    "group-buffered-write-limit",
     "morton-1-parallel-streaming-reads",
     "morton-1b-parallel-streaming-reads-8k",
     "morton-2-streaming-write-vs-interactivity",

@@ -16,7 +16,7 @@ use elevator_host::process::{
     find_cat, AppStart, Cat, Cp, Dd, Find, FsyncTester, Player, RandomWriter, TiotestThread,
     WriteAndFsync, XargsCat, BUFFER_2003,
 };
-use elevator_host::Host;
+use elevator_host::{Host, WritebackCharge};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -39,6 +39,8 @@ pub(crate) struct RawHost {
     fs_size: Option<S<String>>,
     fs_offset: Option<S<String>>,
     fragmentation: Option<S<f64>>,
+    writeback_charge: Option<S<String>>,
+    io_less_throttling: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -316,6 +318,22 @@ pub(crate) fn parse_host(
     )?;
     if let Some(a) = &h.allocator {
         params.fs.allocator = allocator(cx, a, "host.allocator")?;
+    }
+    if let Some(b) = h.io_less_throttling {
+        params.io_less_throttling = b;
+    }
+    if let Some(w) = &h.writeback_charge {
+        params.writeback_charge = match w.get_ref().as_str() {
+            "dirtier" | "v2" => WritebackCharge::Dirtier,
+            "flusher" | "v1" => WritebackCharge::Flusher,
+            other => {
+                return Err(cx.at(
+                    w,
+                    "host.writeback_charge",
+                    format!("{other:?}: dirtier (cgroup v2) or flusher (cgroup v1)"),
+                ))
+            }
+        };
     }
     if let Some(s) = &h.fs_size {
         let size = cx.size(s, "host.fs_size")?;
