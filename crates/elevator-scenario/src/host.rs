@@ -189,6 +189,8 @@ pub struct ProcessSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostSpec {
     pub params: HostParams,
+    /// Parameters for policies that run on another preset (`[presets]`).
+    pub params_by_policy: BTreeMap<String, HostParams>,
     pub files: Vec<FileSetSpec>,
     pub processes: Vec<ProcessSpec>,
 }
@@ -245,27 +247,23 @@ fn centisecs(
     Ok(())
 }
 
-pub(crate) fn parse_host(
+/// The host's parameters: `preset` (or the scenario's own preset), then
+/// every other `[host]` key on top.
+pub(crate) fn host_params(
     cx: &Ctx<'_>,
-    raw: Option<&S<RawHost>>,
-    files: &[RawFiles],
-    processes: &[RawProcess],
-    groups: &GroupTree,
-) -> Result<Option<HostSpec>, ScenarioError> {
-    if raw.is_none() && files.is_empty() && processes.is_empty() {
-        return Ok(None);
-    }
-    let default = S::new(0..0, RawHost::default());
-    let h = raw.unwrap_or(&default).get_ref();
-    let mut params = match &h.preset {
-        Some(p) => HostParams::preset(p.get_ref()).ok_or_else(|| {
+    h: &RawHost,
+    preset: Option<&str>,
+) -> Result<HostParams, ScenarioError> {
+    let mut params = match (preset, &h.preset) {
+        (Some(name), _) => HostParams::preset(name).expect("validated preset"),
+        (None, Some(p)) => HostParams::preset(p.get_ref()).ok_or_else(|| {
             cx.at(
                 p,
                 "host.preset",
                 format!("unknown preset {:?} ({})", p.get_ref(), PRESETS.join(", ")),
             )
         })?,
-        None => HostParams::linux_2_6(),
+        (None, None) => HostParams::linux_2_6(),
     };
     if let Some(m) = &h.memory {
         params.memory = cx.size(m, "host.memory")?;
@@ -356,6 +354,23 @@ pub(crate) fn parse_host(
         }
         params.fs.fragmentation = x;
     }
+
+    Ok(params)
+}
+
+pub(crate) fn parse_host(
+    cx: &Ctx<'_>,
+    raw: Option<&S<RawHost>>,
+    files: &[RawFiles],
+    processes: &[RawProcess],
+    groups: &GroupTree,
+) -> Result<Option<HostSpec>, ScenarioError> {
+    if raw.is_none() && files.is_empty() && processes.is_empty() {
+        return Ok(None);
+    }
+    let default = S::new(0..0, RawHost::default());
+    let h = raw.unwrap_or(&default).get_ref();
+    let params = host_params(cx, h, None)?;
 
     let mut sets: Vec<FileSetSpec> = Vec::new();
     for f in files {
@@ -486,6 +501,7 @@ pub(crate) fn parse_host(
     }
     Ok(Some(HostSpec {
         params,
+        params_by_policy: BTreeMap::new(),
         files: sets,
         processes: procs,
     }))

@@ -38,6 +38,8 @@ struct RawScenario {
     #[serde(default)]
     block: RawBlock,
     #[serde(default)]
+    presets: BTreeMap<String, S<String>>,
+    #[serde(default)]
     group: Vec<RawGroup>,
     sweep: Option<RawSweep>,
     #[serde(default)]
@@ -160,6 +162,8 @@ pub struct Scenario {
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
     /// The block layer below the policy (slots, in-flight limit).
     pub block: EngineConfig,
+    /// Block layers for policies that run on another kernel's preset.
+    pub block_by_policy: BTreeMap<String, EngineConfig>,
     /// The control groups (just the root unless the file declares some).
     pub groups: GroupTree,
     pub sweep: Option<Sweep>,
@@ -264,7 +268,7 @@ impl Scenario {
             tunables.insert(t.name.to_string(), resolved);
         }
 
-        let block = block_config(&cx, &raw.block)?;
+        let block = block_config(&cx, &raw.block, None)?;
 
         let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
@@ -275,8 +279,38 @@ impl Scenario {
             None => None,
             Some(sw) => Some(sweep(&cx, sw, &jobs)?),
         };
-        let host =
+        let mut host =
             crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process, &groups)?;
+        // `[presets]`: a policy that runs on another kernel's host and block
+        // layer (the 2003 tables' 2.4 column: linus24 on 2.4).
+        let mut block_by_policy = BTreeMap::new();
+        for (policy, preset) in &raw.presets {
+            let key = format!("presets.{policy}");
+            let t = elevator_sched::find(policy)
+                .ok_or_else(|| cx.at(preset, &key, unknown_policy(policy)))?;
+            if !["linux-2.6", "linux-2.4"].contains(&preset.get_ref().as_str()) {
+                return Err(cx.at(
+                    preset,
+                    &key,
+                    format!(
+                        "unknown preset {:?} (linux-2.6, linux-2.4)",
+                        preset.get_ref()
+                    ),
+                ));
+            }
+            block_by_policy.insert(
+                t.name.to_string(),
+                block_config(&cx, &raw.block, Some(preset.get_ref()))?,
+            );
+            if let Some(h) = &mut host {
+                let default = crate::host::RawHost::default();
+                let raw_host = raw.host.as_ref().map_or(&default, |h| h.get_ref());
+                h.params_by_policy.insert(
+                    t.name.to_string(),
+                    crate::host::host_params(&cx, raw_host, Some(preset.get_ref()))?,
+                );
+            }
+        }
         let measured_jobs = jobs.iter().filter(|j| !j.background).count();
         let measured_procs = host
             .as_ref()
@@ -308,6 +342,7 @@ impl Scenario {
             published: raw.published,
             tunables,
             block,
+            block_by_policy,
             groups,
             sweep,
             jobs,
@@ -389,10 +424,16 @@ fn limit_sectors(cx: &Ctx<'_>, v: &S<String>, key: &str) -> Result<Option<u64>, 
 }
 
 /// `[block]`: a preset, then its fields overridden one by one.
-fn block_config(cx: &Ctx<'_>, b: &RawBlock) -> Result<EngineConfig, ScenarioError> {
-    let mut config = match &b.preset {
-        None => EngineConfig::linux_26(),
-        Some(p) => match p.get_ref().as_str() {
+fn block_config(
+    cx: &Ctx<'_>,
+    b: &RawBlock,
+    preset: Option<&str>,
+) -> Result<EngineConfig, ScenarioError> {
+    let mut config = match (preset, &b.preset) {
+        (Some("linux-2.4"), _) => EngineConfig::linux_24(),
+        (Some(_), _) => EngineConfig::linux_26(),
+        (None, None) => EngineConfig::linux_26(),
+        (None, Some(p)) => match p.get_ref().as_str() {
             "linux-2.6" => EngineConfig::linux_26(),
             "linux-2.4" => EngineConfig::linux_24(),
             other => {
