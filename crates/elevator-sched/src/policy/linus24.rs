@@ -19,9 +19,21 @@
 //!   one fits in sector order is its insertion point ("in between": above
 //!   that request and below its successor, or past the top of a sweep);
 //! - no request may be passed once its `elevator_sequence` budget is used
-//!   up: from the first request with a budget `<= 0` on, the scan only looks
-//!   for merges ("merges are basically free, as seen from the disk");
-//! - with no insertion point, the request goes to the tail.
+//!   up: the scan stops at the first request (from the tail) whose budget
+//!   is `<= 0`, after trying a back merge into that request alone ("we
+//!   can't insert beyond a zero sequence point"; 2.4.20's `backmerge_only`,
+//!   the loop `while (!backmerge_only && ...)`): no front merge into it,
+//!   nothing further toward the head is looked at;
+//! - with no insertion point, the request goes to the tail (`insert_here =
+//!   head->prev` in `__make_request`).
+//!
+//! Which scan 2.4.20/2.4.21 had: the `backmerge_only` loop above is the
+//! one mainline shipped from Axboe's 2.4.20-pre2 rework to the end of 2.4
+//! (2.4.32 still has it). Andrew Morton's read-latency2 (-aa, -ck, Red Hat
+//! trees) replaced it with a `merge_only` flag that keeps scanning for
+//! merges past a used-up budget; the 2.4.20-aa1 port of that patch (LKML,
+//! 5 Dec 2002, "[PATCH 2.4.20-aa1] Readlatency-2") shows the mainline loop
+//! it replaced.
 //!
 //! A new request starts with `read_latency` (reads) or `write_latency`
 //! (writes) as its budget. Every request behind the insertion point, the
@@ -245,33 +257,33 @@ impl Linus24 {
         sector > here || sector < next
     }
 
-    /// The scan from the tail (kernel `elevator_linus_merge`).
+    /// The scan from the tail (kernel `elevator_linus_merge`, 2.4.20).
     fn scan(&self, new: &Request) -> (Found, bool) {
         let mut insert_after = None;
-        let mut merge_only = false;
         let mut passed_a_read = false;
         let flush = new.op == Op::Flush;
         let front_end = new.sector + u64::from(new.sectors);
         for i in (0..self.list.len()).rev() {
             let q = &self.list[i];
-            // No new request may pass one whose budget is used up.
-            if q.sequence <= 0 {
-                merge_only = true;
-            }
-            if insert_after.is_none() && !merge_only && self.in_between(new.sector, i) {
+            // A used-up budget ends the scan after this request: it may
+            // still take a back merge, nothing else ("backmerge_only").
+            let backmerge_only = q.sequence <= 0;
+            if insert_after.is_none() && !backmerge_only && self.in_between(new.sector, i) {
                 insert_after = Some(i);
             }
             if !q.write {
                 passed_a_read = true;
             }
-            if flush {
-                continue;
+            if !flush {
+                if q.end == new.sector && self.mergeable(q, new) {
+                    return (Found::Back(i), passed_a_read);
+                }
+                if !backmerge_only && q.sector == front_end && self.mergeable(q, new) {
+                    return (Found::Front(i), passed_a_read);
+                }
             }
-            if q.end == new.sector && self.mergeable(q, new) {
-                return (Found::Back(i), passed_a_read);
-            }
-            if q.sector == front_end && self.mergeable(q, new) {
-                return (Found::Front(i), passed_a_read);
+            if backmerge_only {
+                break;
             }
         }
         (Found::Insert(insert_after), passed_a_read)
@@ -500,7 +512,7 @@ mod tests {
     }
 
     #[test]
-    fn a_used_up_budget_is_a_barrier_for_inserts_but_not_for_merges() {
+    fn a_used_up_budget_ends_the_scan_after_a_back_merge_try() {
         let mut s = with(&[("read_latency", 32)]);
         let t = Instant::ZERO;
         s.insert(Request::write(1, 1, 0, 8), t);
@@ -511,11 +523,23 @@ mod tests {
         // The read's budget is used up: the next write goes to the tail.
         s.insert(Request::write(5, 2, 3000, 8), t);
         assert_eq!(order(&s), vec![1, 3, 4, 2, 5]);
-        // A merge ahead of it is still allowed.
+        // 2.4.20 stops scanning at the read: the write that would join 4
+        // (ahead of the read) is not seen as a merge and goes to the tail.
         s.insert(Request::write(6, 2, 2008, 8), t);
-        assert_eq!(order(&s), vec![1, 3, 4, 2, 5]);
-        assert_eq!(at(&s, 2).sectors, 16);
-        assert_eq!(seq(&s, 2), -1);
+        assert_eq!(order(&s), vec![1, 3, 4, 2, 5, 6]);
+        assert_eq!(at(&s, 2).sectors, 8);
+        // The used-up request itself still takes a back merge (which costs
+        // the requests behind it 1 each) ...
+        let before = seq(&s, 5);
+        s.insert(Request::read(7, 1, 1_000_008, 8), t);
+        assert_eq!(order(&s), vec![1, 3, 4, 2, 5, 6]);
+        assert_eq!(at(&s, 3).sectors, 16);
+        assert_eq!(seq(&s, 5), before - 1);
+        // ... but no front merge: 8 ends where the read starts and is
+        // placed on its own (after 5, where the sweep turns).
+        s.insert(Request::read(8, 1, 999_992, 8), t);
+        assert_eq!(order(&s), vec![1, 3, 4, 2, 5, 8, 6]);
+        assert_eq!(at(&s, 3).sectors, 16);
     }
 
     #[test]
