@@ -101,7 +101,20 @@ pub fn run_one(
         ))
     })?;
     let dev = elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
-    let limits = dev.limits();
+    let mut config = *scenario
+        .block_by_policy
+        .get(sched_type.name)
+        .unwrap_or(&scenario.block);
+    config.time_limit = Instant::ZERO + scenario.time_limit;
+    for (p, k, v) in overrides.iter().filter(|(p, _, _)| p == "block") {
+        apply_block(&mut config, k, *v).map_err(|m| cli(format!("--set {p}.{k}={v}: {m}")))?;
+    }
+    // The block layer's request-size limit, where below the device's (2.4's
+    // IDE driver), holds for the policy's merges and the host's requests.
+    let mut limits = dev.limits();
+    if let Some(m) = config.max_sectors {
+        limits.max_sectors = limits.max_sectors.min(m.max(1));
+    }
 
     let mut values: Vec<(&str, i64)> = scenario
         .tunables
@@ -128,14 +141,6 @@ pub fn run_one(
         sched = Box::new(Throttle::new(sched, scenario.groups.clone()));
     }
 
-    let mut config = *scenario
-        .block_by_policy
-        .get(sched_type.name)
-        .unwrap_or(&scenario.block);
-    config.time_limit = Instant::ZERO + scenario.time_limit;
-    for (p, k, v) in overrides.iter().filter(|(p, _, _)| p == "block") {
-        apply_block(&mut config, k, *v).map_err(|m| cli(format!("--set {p}.{k}={v}: {m}")))?;
-    }
     let (mut mix, measured, job_groups) = build_workload(
         scenario,
         sched_type.name,

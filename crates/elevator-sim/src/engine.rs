@@ -13,6 +13,10 @@ use std::collections::{BinaryHeap, VecDeque};
 /// kernel's `nr_requests`, BLKDEV_MAX_RQ = 128 in 2.6 (include/linux/blkdev.h).
 pub const NR_REQUESTS: usize = 128;
 
+/// Largest request of 2.4's IDE driver, sectors (64 KiB): `max_sectors`
+/// per device, drivers/ide/ide-probe.c `init_gendisk`, 2.4.18–2.4.21.
+pub const IDE_24_MAX_SECTORS: u32 = 128;
+
 /// Engine settings that are not the policy's or the device's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -29,6 +33,18 @@ pub struct EngineConfig {
     /// sectors queued and in flight exceed this; sleepers wake once they
     /// fall to three quarters of it. Merges still go through the policy.
     pub inflight_limit: Option<u64>,
+    /// The block layer's largest request (sectors) where it is below the
+    /// device's own limit; `None`: the device's. Whoever builds the policy
+    /// and the host for this engine applies it to their `QueueLimits`
+    /// (the engine itself never splits or merges).
+    pub max_sectors: Option<u32>,
+    /// When a request completes, the driver starts the next one before the
+    /// completion reaches the workload (and before sleepers waiting for a
+    /// request slot are woken): the processes a completion wakes run only
+    /// after the interrupt that woke them, by which time the disk is busy
+    /// with the next request. Off: the workload hears of the completion
+    /// first and may submit before the next dispatch.
+    pub restart_before_wakeup: bool,
     /// Stop here even if the workload has not finished.
     pub time_limit: Instant,
 }
@@ -48,6 +64,8 @@ impl EngineConfig {
             batch_requests: 1,
             steal: false,
             inflight_limit: None,
+            max_sectors: None,
+            restart_before_wakeup: false,
             time_limit: Instant::NEVER,
         }
     }
@@ -58,12 +76,25 @@ impl EngineConfig {
     /// and a write free list, 64 each; a sleeper is woken only when its
     /// list has `batch_requests = min(128/4, 32) = 32` free, and new
     /// submitters take free slots before sleepers get them.
+    ///
+    /// On the 2003 machine's IDE disk two more properties of 2.4 matter:
+    /// - requests of at most 128 sectors (64 KiB): 2.4's IDE driver sets
+    ///   the per-device `max_sectors` to 128 (drivers/ide/ide-probe.c
+    ///   `init_gendisk`: `*max_sect++ = ... 128`, the pdc4030 chipset 127;
+    ///   2.4.21 `hwif->rqsize ? hwif->rqsize : 128`, rqsize set only by a
+    ///   few chipset drivers), where 2.5 raised it to 255/256;
+    /// - the next request starts from the completion interrupt: `ide_intr`
+    ///   runs the handler that ends the request's buffers (waking the
+    ///   readers) and then `ide_do_request` for the next request, all
+    ///   before the woken processes run (drivers/ide/ide.c, 2.4.20).
     pub fn linux_24() -> Self {
         EngineConfig {
             nr_requests: [64, 64],
             batch_requests: 32,
             steal: true,
             inflight_limit: None,
+            max_sectors: Some(IDE_24_MAX_SECTORS),
+            restart_before_wakeup: true,
             time_limit: Instant::NEVER,
         }
     }
@@ -189,7 +220,14 @@ impl Engine {
             events += 1;
 
             while let Some(id) = self.device.complete(self.now) {
-                self.finish(id, workload);
+                if self.config.restart_before_wakeup {
+                    let done = self.retire(id);
+                    self.dispatch();
+                    self.wake_waiters();
+                    self.deliver(done, workload);
+                } else {
+                    self.finish(id, workload);
+                }
             }
             while let Some(&Reverse((t, _, token))) = self.timers.peek() {
                 if t > self.now {
@@ -340,6 +378,13 @@ impl Engine {
 
     /// The device finished `id`: tell the policy, free the slot, tell the workload.
     fn finish(&mut self, id: RequestId, workload: &mut dyn Workload) {
+        let done = self.retire(id);
+        self.wake_waiters();
+        self.deliver(done, workload);
+    }
+
+    /// The device finished `id`: tell the policy and free the slot.
+    fn retire(&mut self, id: RequestId) -> (Request, Instant) {
         let (request, dispatched) = self
             .in_flight
             .remove(&id)
@@ -350,7 +395,12 @@ impl Engine {
         self.sectors_allocated = self
             .sectors_allocated
             .saturating_sub(u64::from(request.sectors));
-        self.wake_waiters();
+        (request, dispatched)
+    }
+
+    /// Tell the workload that each part of a retired request completed.
+    fn deliver(&mut self, done: (Request, Instant), workload: &mut dyn Workload) {
+        let (request, dispatched) = done;
         let service = self.now.since(dispatched.max(self.last_completion));
         self.last_completion = self.now;
         let total_sectors = u64::from(request.sectors.max(1));

@@ -18,5 +18,5 @@
 mod engine;
 mod workload;
 
-pub use engine::{Engine, EngineConfig, RunSummary};
+pub use engine::{Engine, EngineConfig, RunSummary, IDE_24_MAX_SECTORS};
 pub use workload::{BlockIo, Completion, Io, Workload};

@@ -236,3 +236,72 @@ fn the_time_limit_stops_a_run() {
     assert!(s.timed_out);
     assert_eq!(s.end, Instant::ZERO + Duration::from_millis(10));
 }
+
+/// Dispatches the newest request first, so the order shows what was
+/// queued when the device asked for the next one.
+#[derive(Debug, Default)]
+struct Lifo(Vec<Request>);
+
+impl Scheduler for Lifo {
+    fn name(&self) -> &'static str {
+        "lifo"
+    }
+    fn insert(&mut self, request: Request, _now: Instant) {
+        self.0.push(request);
+    }
+    fn dispatch(&mut self, _now: Instant) -> Dispatch {
+        self.0.pop().map_or(Dispatch::Empty, Dispatch::Request)
+    }
+    fn complete(&mut self, _request: &Request, _now: Instant) {}
+    fn queued(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Submits two reads at once and a third when the first of them
+/// completes; records the completion order by sector.
+#[derive(Default)]
+struct Chain {
+    order: Vec<u64>,
+}
+
+impl Workload for Chain {
+    fn start(&mut self, io_: &mut Io<'_>) {
+        io_.submit(io(Op::Read, 0, 1));
+        io_.submit(io(Op::Read, 1000, 2));
+    }
+    fn wake(&mut self, _token: u64, _io: &mut Io<'_>) {}
+    fn completed(&mut self, done: &Completion, io_: &mut Io<'_>) {
+        self.order.push(done.sector);
+        if self.order.len() == 1 {
+            io_.submit(io(Op::Read, 1008, 2));
+        }
+    }
+    fn finished(&self) -> bool {
+        self.order.len() == 3
+    }
+}
+
+#[test]
+fn the_2_4_driver_starts_the_next_request_before_the_woken_process_runs() {
+    let run = |restart: bool| {
+        let config = EngineConfig {
+            restart_before_wakeup: restart,
+            ..EngineConfig::default()
+        };
+        let mut w = Chain::default();
+        let mut e = Engine::new(Box::new(Lifo::default()), Box::new(FixedDisk::new(1, 1)), config);
+        e.run(&mut w);
+        w.order
+    };
+    // Both first reads are queued before the first dispatch: the LIFO
+    // serves 1000 first, and its completion submits 1008.
+    let woken_first = run(false);
+    let restarted = run(true);
+    println!("completion order: wake-up first {woken_first:?}, restart first {restarted:?}");
+    // Without the flag, 1008 is queued before the next dispatch and the
+    // LIFO takes it at once.
+    assert_eq!(woken_first, vec![1000, 1008, 0]);
+    // With it, the driver has already started the read at 0.
+    assert_eq!(restarted, vec![1000, 0, 1008]);
+}
