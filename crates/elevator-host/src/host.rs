@@ -47,10 +47,11 @@
 use crate::cache::{PageCache, PageState, CHUNK_PAGES};
 use crate::fs::{FileId, FileSystem, Kind};
 use crate::params::{
-    HostParams, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES, PAGE_SIZE,
-    RATELIMIT_EXCEEDED_PAGES,
+    HostParams, Readahead, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES,
+    PAGE_SIZE, RATELIMIT_EXCEEDED_PAGES,
 };
 use crate::readahead::RaState;
+use crate::readahead24::Ra24;
 use crate::syscall::{BarrierId, Ctx, PipeId, Program, Ret, SysResult, Syscall};
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, RequestId, Sector, TaskId};
 use elevator_metrics::JobStats;
@@ -126,6 +127,8 @@ struct Proc {
     exited: bool,
     last: SysResult,
     ra: FxHashMap<u32, RaState>,
+    /// 2.4 read-ahead contexts, per open file.
+    ra24: FxHashMap<u32, Ra24>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -137,6 +140,10 @@ struct ReadOp {
     ra_page: Option<u64>,
     pending: Option<crate::readahead::Window>,
     missed: bool,
+    /// 2.4: `reada_ok` of this call, once computed.
+    reada_ok: Option<bool>,
+    /// 2.4: pages to read ahead, not yet submitted.
+    pending24: Option<(u64, u64)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -411,6 +418,7 @@ impl Host {
             exited: false,
             last: SysResult::default(),
             ra: FxHashMap::default(),
+            ra24: FxHashMap::default(),
         });
         pid
     }
@@ -597,6 +605,8 @@ impl Host {
                     ra_page: None,
                     pending: None,
                     missed: false,
+                    reada_ok: None,
+                    pending24: None,
                 })
             }
             Syscall::Fault { file, offset } => Sys::Fault {
@@ -682,11 +692,13 @@ impl Host {
                 }
                 if *fresh {
                     self.procs[pid].ra.insert(file.0, RaState::new());
+                    self.procs[pid].ra24.insert(file.0, Ra24::new());
                 }
                 done(Ret::None)
             }
             Sys::Close(file) => {
                 self.procs[pid].ra.remove(&file.0);
+                self.procs[pid].ra24.remove(&file.0);
                 self.fs.discard_prealloc(*file);
                 done(Ret::None)
             }
@@ -896,6 +908,9 @@ impl Host {
     }
 
     fn do_read(&mut self, pid: Pid, op: &mut ReadOp, io: &mut Io<'_>) -> Step {
+        if self.params.readahead == Readahead::Linux24 {
+            return self.do_read24(pid, op, io);
+        }
         let max = self.params.readahead_max_pages();
         let min = self.params.readahead_min_pages();
         let file = op.file;
@@ -936,6 +951,82 @@ impl Host {
                     }
                     let _ = self.ensure_page(pid, file, page, io);
                     return Step::Block;
+                }
+            }
+        }
+        let n = op.end - op.start;
+        Step::Done {
+            ret: Ret::Bytes(n),
+            cpu: self.params.copy_cost(n),
+            io: Some(true),
+        }
+    }
+
+    /// `do_generic_file_read` of 2.4 (mm/filemap.c, 2.4.20): per call,
+    /// the read-ahead context is checked and `f_ramax` sized; per page, an
+    /// up-to-date page calls `generic_file_readahead` (which may start an
+    /// asynchronous read-ahead) and is copied; a page being read calls it
+    /// as locked and waits; a missing page is read alone (`readpage`),
+    /// then read-ahead runs as for a locked page, then the reader waits.
+    /// After a wait the page is copied without another read-ahead call.
+    fn do_read24(&mut self, pid: Pid, op: &mut ReadOp, io: &mut Io<'_>) -> Step {
+        let max = self.params.readahead_max_pages();
+        let min = self.params.readahead_min_pages();
+        let file = op.file;
+        let end_index = self.fs.size(file) / PAGE_SIZE;
+        let reada_ok = *op.reada_ok.get_or_insert_with(|| {
+            let ra = self.procs[pid].ra24.entry(file.0).or_default();
+            ra.begin_read(op.start, op.end - op.start, max, min)
+        });
+        loop {
+            if let Some((start, len)) = op.pending24 {
+                if self.submit_window(pid, file, start, len, io).is_err() {
+                    return Step::Block;
+                }
+                op.pending24 = None;
+            }
+            if op.pos >= op.end {
+                break;
+            }
+            let page = op.pos / PAGE_SIZE;
+            let state = self.cache.state(file, page);
+            let first_look = op.ra_page != Some(page);
+            match state {
+                PageState::Uptodate => {
+                    if first_look {
+                        op.ra_page = Some(page);
+                        let ra = self.procs[pid].ra24.entry(file.0).or_default();
+                        if let Some(a) = ra.readahead(reada_ok, page, false, end_index, max) {
+                            op.pending24 = (a.len > 0).then_some((a.start, a.len));
+                            continue;
+                        }
+                    }
+                    self.cache.touch(file, page);
+                    op.pos = ((page + 1) * PAGE_SIZE).min(op.end);
+                }
+                PageState::Locked => {
+                    if first_look {
+                        op.ra_page = Some(page);
+                        let ra = self.procs[pid].ra24.entry(file.0).or_default();
+                        if let Some(a) = ra.readahead(reada_ok, page, true, end_index, max) {
+                            op.pending24 = (a.len > 0).then_some((a.start, a.len));
+                            continue;
+                        }
+                    }
+                    self.wait_page(pid, file, page);
+                    return Step::Block;
+                }
+                PageState::Absent => {
+                    // readpage: this page on its own (its indirect blocks
+                    // first); then read-ahead sees it locked.
+                    if self.submit_window(pid, file, page, 1, io).is_err() {
+                        return Step::Block;
+                    }
+                    op.ra_page = Some(page);
+                    let ra = self.procs[pid].ra24.entry(file.0).or_default();
+                    if let Some(a) = ra.readahead(reada_ok, page, true, end_index, max) {
+                        op.pending24 = (a.len > 0).then_some((a.start, a.len));
+                    }
                 }
             }
         }
@@ -1231,6 +1322,13 @@ impl Host {
                 off += k;
             }
         });
+        // 2.4: one request per block (`submit_bh`), merged below.
+        if self.params.submit_buffers && !write {
+            let per_piece = std::mem::take(&mut pieces);
+            for (fb, db, n) in per_piece {
+                pieces.extend((0..n).map(|k| (fb + k, db + k, 1)));
+            }
+        }
         for &(fb, db, n) in &pieces {
             let id = io.submit(BlockIo {
                 op: if write { Op::Write } else { Op::Read },
@@ -1603,6 +1701,12 @@ impl Workload for Host {
 
     fn completed(&mut self, done: &Completion, io: &mut Io<'_>) {
         self.on_complete(done, io);
+        if !self.params.wake_after_request {
+            self.run_ready(io);
+        }
+    }
+
+    fn request_done(&mut self, io: &mut Io<'_>) {
         self.run_ready(io);
     }
 

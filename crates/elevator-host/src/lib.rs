@@ -12,6 +12,7 @@
 //! - [`cache`]: the page cache (LRU over 32-page chunks, dirty and
 //!   writeback accounting);
 //! - [`readahead`]: 2.6.0's per-open-file readahead windows;
+//! - [`readahead24`]: 2.4's read-ahead context (`generic_file_readahead`);
 //! - [`host`]: system calls, `balance_dirty_pages`, pdflush, kupdate,
 //!   fsync and sync, and the [`Host`] workload that runs [`process`]es;
 //! - [`params`]: the machine and the kernel's knobs, with presets.
@@ -33,6 +34,7 @@ pub mod host;
 pub mod params;
 pub mod process;
 pub mod readahead;
+pub mod readahead24;
 pub mod syscall;
 
 pub use fs::{FileId, FileSystem};

@@ -17,6 +17,14 @@ pub const VM_MAX_READAHEAD: u64 = 128 << 10;
 /// `VM_MIN_READAHEAD`, 16 KiB (include/linux/mm.h, 2.5/2.6): the floor a
 /// thrashing window shrinks to in `handle_ra_miss`.
 pub const VM_MIN_READAHEAD: u64 = 16 << 10;
+/// `vm_max_readahead`, 31 pages: 2.4's largest read-ahead (mm/filemap.c,
+/// 2.4.10–2.4.2x); IDE sets the per-device `max_readahead` to it
+/// (drivers/ide/ide-probe.c `init_gendisk`). An asynchronous read-ahead
+/// is one page more: 32 pages, 128 KiB.
+pub const VM_MAX_READAHEAD_24: u64 = 31;
+/// `vm_min_readahead`, 3 pages: the smallest read-ahead of a reader that
+/// stays in its window (mm/filemap.c, 2.4.10–2.4.2x).
+pub const VM_MIN_READAHEAD_24: u64 = 3;
 /// `MMAP_READAROUND`, 16 pages: the window a page fault on a file mapping
 /// reads around the faulting page (mm/filemap.c, 2.6.0).
 pub const MMAP_READAROUND_PAGES: u64 = 16;
@@ -142,6 +150,15 @@ pub enum WritebackCharge {
     Flusher,
 }
 
+/// Which kernel's readahead the host runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readahead {
+    /// 2.5/2.6.0 `page_cache_readahead` ([`crate::readahead`]).
+    Linux26,
+    /// 2.4 `generic_file_readahead` ([`crate::readahead24`]).
+    Linux24,
+}
+
 /// Everything about the host that is not a process.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostParams {
@@ -154,8 +171,27 @@ pub struct HostParams {
     pub cpus: u32,
     /// Largest readahead window (bytes): `read_ahead_kb`.
     pub readahead_max: u64,
-    /// Smallest window a thrashing stream shrinks to (bytes).
+    /// Smallest window a thrashing stream shrinks to (bytes); 2.4: the
+    /// smallest read-ahead of a sequential reader (`vm_min_readahead`).
     pub readahead_min: u64,
+    /// The readahead algorithm.
+    pub readahead: Readahead,
+    /// Submit each file-system block as its own request, in ascending
+    /// order, and leave the merging to the block layer: 2.4's
+    /// `block_read_full_page` and the buffer writeout paths call
+    /// `submit_bh` once per buffer head, and each goes through
+    /// `__make_request` (merge into a queued request, or a new request
+    /// placed by the elevator). Off: one request per disk-contiguous run
+    /// of at most `max_sectors`, as 2.6 builds bios.
+    pub submit_buffers: bool,
+    /// Processes woken by a completion run only once every part of the
+    /// finished request has been ended, as after a completion interrupt
+    /// (2.4's `end_that_request_first` ends the buffers one by one inside
+    /// the IDE interrupt handler; the readers it wakes run after it).
+    /// Off: a process runs as soon as its part completes, between the
+    /// parts of a merged request (the 2.6 host's behaviour, kept so that
+    /// its results do not move).
+    pub wake_after_request: bool,
     pub dirty_background_ratio: u32,
     pub dirty_ratio: u32,
     pub dirty_expire_centisecs: u32,
@@ -196,6 +232,9 @@ impl HostParams {
             cpus: CPUS_2003,
             readahead_max: VM_MAX_READAHEAD,
             readahead_min: VM_MIN_READAHEAD,
+            readahead: Readahead::Linux26,
+            submit_buffers: false,
+            wake_after_request: false,
             dirty_background_ratio: DIRTY_BACKGROUND_RATIO,
             dirty_ratio: DIRTY_RATIO,
             dirty_expire_centisecs: DIRTY_EXPIRE_CENTISECS,
@@ -222,12 +261,19 @@ impl HostParams {
     /// - kupdate every 5 s (`interval = 5*HZ`) writing buffers older than
     ///   30 s (`age_buffer = 30*HZ`), the same as 2.6's defaults;
     /// - readahead up to 31 pages (`vm_max_readahead = 31`, mm/filemap.c
-    ///   2.4.21), i.e. 124 KiB, at least 3 pages (`vm_min_readahead`).
+    ///   2.4.21), i.e. 124 KiB, at least 3 pages (`vm_min_readahead`),
+    ///   with 2.4's own algorithm ([`crate::readahead24`]);
+    /// - every block submitted on its own (`submit_bh`), the block layer
+    ///   merging them, and readers woken by a completion running after
+    ///   the whole request has been ended.
     pub fn linux_2_4() -> Self {
         HostParams {
             preset: "linux-2.4".to_string(),
-            readahead_max: 31 * PAGE_SIZE,
-            readahead_min: 3 * PAGE_SIZE,
+            readahead_max: VM_MAX_READAHEAD_24 * PAGE_SIZE,
+            readahead_min: VM_MIN_READAHEAD_24 * PAGE_SIZE,
+            readahead: Readahead::Linux24,
+            submit_buffers: true,
+            wake_after_request: true,
             dirty_background_ratio: 30,
             dirty_ratio: 60,
             fs: FsParams {

@@ -425,5 +425,6 @@ impl Engine {
             };
             self.call(workload, |w, io| w.completed(&done, io));
         }
+        self.call(workload, |w, io| w.request_done(io));
     }
 }

@@ -102,6 +102,14 @@ pub trait Workload {
     /// A request this workload submitted completed (once per submitted id,
     /// also for requests the policy merged into others).
     fn completed(&mut self, done: &Completion, io: &mut Io<'_>);
+    /// Every part of one finished request has been passed to
+    /// [`Workload::completed`]. A workload that models processes woken by
+    /// a completion interrupt may hold them back until this call: the
+    /// interrupt ends all of a request's buffers before anyone it woke
+    /// runs.
+    fn request_done(&mut self, io: &mut Io<'_>) {
+        let _ = io;
+    }
     /// The run ends once this is true (the measured jobs are done).
     fn finished(&self) -> bool;
 }

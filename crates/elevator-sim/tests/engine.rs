@@ -290,7 +290,11 @@ fn the_2_4_driver_starts_the_next_request_before_the_woken_process_runs() {
             ..EngineConfig::default()
         };
         let mut w = Chain::default();
-        let mut e = Engine::new(Box::new(Lifo::default()), Box::new(FixedDisk::new(1, 1)), config);
+        let mut e = Engine::new(
+            Box::new(Lifo::default()),
+            Box::new(FixedDisk::new(1, 1)),
+            config,
+        );
         e.run(&mut w);
         w.order
     };

@@ -91,6 +91,12 @@ impl Workload for Mix {
         self.with_part(index, io, |p, io| p.completed(done, io));
     }
 
+    fn request_done(&mut self, io: &mut Io<'_>) {
+        for i in 0..self.parts.len() {
+            self.with_part(i, io, |p, io| p.request_done(io));
+        }
+    }
+
     fn finished(&self) -> bool {
         self.parts
             .iter()

@@ -24,7 +24,7 @@ pub struct Seen {
 /// Wraps a device and logs what it services.
 #[derive(Debug)]
 pub struct Recorder {
-    inner: Box<dyn Device>,
+    pub inner: Box<dyn Device>,
     pub log: Arc<Mutex<Vec<Seen>>>,
 }
 
