@@ -13,19 +13,43 @@ fn report(name: &str) -> Report {
 }
 
 fn result(r: &Report, policy: &str) -> f64 {
-    r.runs.iter().find(|x| x.scheduler == policy).expect("policy ran").result.value
+    r.runs
+        .iter()
+        .find(|x| x.scheduler == policy)
+        .expect("policy ran")
+        .result
+        .value
 }
 
 #[test]
 fn every_2003_experiment_prints_ours_beside_the_seed() {
-    let names: Vec<&str> = builtins().into_iter().map(|(n, _)| n).filter(|n| n.starts_with("morton-")).collect();
-    assert_eq!(names.len(), 11, "ten experiments and the 8 KiB readahead variant");
-    println!("{:<46} {:>10} {:>22} {:>22} {:>22} {:>26}", "experiment", "noop", "deadline (seed)", "as (seed)", "cfq (seed)", "2.4: linus24 (seed)");
+    let names: Vec<&str> = builtins()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| n.starts_with("morton-"))
+        .collect();
+    assert_eq!(
+        names.len(),
+        11,
+        "ten experiments and the 8 KiB readahead variant"
+    );
+    println!(
+        "{:<46} {:>10} {:>22} {:>22} {:>22} {:>26}",
+        "experiment", "noop", "deadline (seed)", "as (seed)", "cfq (seed)", "2.4: linus24 (seed)"
+    );
     for name in names {
         let r = report(name);
         let cell = |p: &str| {
-            let run = r.runs.iter().find(|x| x.scheduler == p).expect("policy ran");
-            let seed = run.published.as_deref().map(|s| s.split(' ').next().unwrap_or("")).unwrap_or("-");
+            let run = r
+                .runs
+                .iter()
+                .find(|x| x.scheduler == p)
+                .expect("policy ran");
+            let seed = run
+                .published
+                .as_deref()
+                .map(|s| s.split(' ').next().unwrap_or(""))
+                .unwrap_or("-");
             format!("{:.1} ({seed})", run.result.value)
         };
         println!(
@@ -37,7 +61,11 @@ fn every_2003_experiment_prints_ours_beside_the_seed() {
             cell("linus24")
         );
         for run in &r.runs {
-            assert!(run.result.value.is_finite(), "{name} {}: no result", run.scheduler);
+            assert!(
+                run.result.value.is_finite(),
+                "{name} {}: no result",
+                run.scheduler
+            );
         }
     }
 }
@@ -46,11 +74,21 @@ fn every_2003_experiment_prints_ours_beside_the_seed() {
 fn anticipation_wins_the_dependent_read_experiments_many_times_over() {
     // Seed: 17 s against 447 s (deadline) for a tree read during a streaming
     // write; about 45 s against about 230 s for six tree readers.
-    for (name, factor) in [("morton-7-streaming-write-vs-tree-read", 5.0), ("morton-5-six-tree-readers", 3.0)] {
+    for (name, factor) in [
+        ("morton-7-streaming-write-vs-tree-read", 5.0),
+        ("morton-5-six-tree-readers", 3.0),
+    ] {
         let r = report(name);
-        let (a, d, n) = (result(&r, "anticipatory"), result(&r, "deadline"), result(&r, "noop"));
+        let (a, d, n) = (
+            result(&r, "anticipatory"),
+            result(&r, "deadline"),
+            result(&r, "noop"),
+        );
         println!("{name}: anticipatory {a:.1} s, deadline {d:.1} s, noop {n:.1} s");
-        assert!(a * factor < d && a * factor < n, "{name}: as {a} deadline {d} noop {n}");
+        assert!(
+            a * factor < d && a * factor < n,
+            "{name}: as {a} deadline {d} noop {n}"
+        );
     }
 }
 
@@ -59,12 +97,21 @@ fn ten_streaming_readers_run_near_full_bandwidth_under_as_and_2_4() {
     let r = report("morton-1-parallel-streaming-reads");
     for policy in ["anticipatory", "linus24"] {
         let run = r.runs.iter().find(|x| x.scheduler == policy).expect("ran");
-        let cats: Vec<&elevator_metrics::JobReport> =
-            run.jobs.iter().filter(|j| j.name.starts_with("reader")).collect();
+        let cats: Vec<&elevator_metrics::JobReport> = run
+            .jobs
+            .iter()
+            .filter(|j| j.name.starts_with("reader"))
+            .collect();
         assert_eq!(cats.len(), 10);
         let bytes: u64 = cats.iter().map(|j| j.read_bytes).sum();
-        let first = cats.iter().filter_map(|j| j.completion_s).fold(f64::MAX, f64::min);
-        let last = cats.iter().filter_map(|j| j.completion_s).fold(0.0, f64::max);
+        let first = cats
+            .iter()
+            .filter_map(|j| j.completion_s)
+            .fold(f64::MAX, f64::min);
+        let last = cats
+            .iter()
+            .filter_map(|j| j.completion_s)
+            .fold(0.0, f64::max);
         let start = cats.iter().map(|j| j.start_s).fold(f64::MAX, f64::min);
         let mb_s = bytes as f64 / 1e6 / (last - start).max(1e-9);
         println!("{policy}: ten cats done {first:.1}-{last:.1} s, {mb_s:.1} MB/s while reading");
@@ -76,13 +123,30 @@ fn ten_streaming_readers_run_near_full_bandwidth_under_as_and_2_4() {
 #[test]
 fn the_2_4_column_is_unfair_and_slow_for_dependent_reads() {
     let r = report("morton-1-parallel-streaming-reads");
-    let run = r.runs.iter().find(|x| x.scheduler == "linus24").expect("ran");
-    let times: Vec<f64> = run.jobs.iter().filter(|j| j.name.starts_with("reader")).filter_map(|j| j.completion_s.map(|c| c - j.start_s)).collect();
+    let run = r
+        .runs
+        .iter()
+        .find(|x| x.scheduler == "linus24")
+        .expect("ran");
+    let times: Vec<f64> = run
+        .jobs
+        .iter()
+        .filter(|j| j.name.starts_with("reader"))
+        .filter_map(|j| j.completion_s.map(|c| c - j.start_s))
+        .collect();
     let first = times.iter().copied().fold(f64::MAX, f64::min);
     let last = times.iter().copied().fold(0.0, f64::max);
-    println!("2.4, ten cats: first done after {first:.1} s, last after {last:.1} s (seed 6.1-37.0)");
-    assert!(last > 3.0 * first, "2.4 should be unfair: {first:.1} vs {last:.1}");
-    for name in ["morton-7-streaming-write-vs-tree-read", "morton-9-streaming-read-vs-tree-read"] {
+    println!(
+        "2.4, ten cats: first done after {first:.1} s, last after {last:.1} s (seed 6.1-37.0)"
+    );
+    assert!(
+        last > 3.0 * first,
+        "2.4 should be unfair: {first:.1} vs {last:.1}"
+    );
+    for name in [
+        "morton-7-streaming-write-vs-tree-read",
+        "morton-9-streaming-read-vs-tree-read",
+    ] {
         let r = report(name);
         let (old, d) = (result(&r, "linus24"), result(&r, "deadline"));
         println!("{name}: 2.4 {old:.1} s vs deadline {d:.1} s");
