@@ -20,8 +20,22 @@
 //! starts, and front-merged (if `front_merges`) into one that starts where
 //! it ends. A survivor takes the earlier deadline of the two it joins.
 //!
-//! Invariants: each queued request is in exactly one direction's tree and
-//! FIFO; `next_rq` is set for at most one direction.
+//! The FIFO is kept as the kernel keeps it, a list in deadline order: here
+//! a `VecDeque` of (deadline, place) sorted by (deadline, id), the order
+//! the head is taken in. A dispatched request leaves its FIFO entry behind
+//! (stale: `key` no longer names it); stale entries are dropped when they
+//! reach the front, and swept out when they outnumber the live ones three
+//! to one. A new request normally has the latest deadline and id, so an
+//! insert is a push at the back (an earlier key, from time going backwards
+//! or ids arriving out of order, goes to its sorted place). A survivor that
+//! inherits an earlier deadline takes over the FIFO entry of the request it
+//! swallowed (the kernel's `list_move` in `deadline_merged_requests`),
+//! moved past the entries of that deadline with ids between the two.
+//!
+//! Invariants: each queued request is in exactly one direction's queue and
+//! has exactly one live FIFO entry, the one whose key its slot in `key`
+//! holds; the FIFO is sorted by (deadline, id), stale entries included;
+//! `next_rq` is set for at most one direction.
 //!
 //! Starvation bound: once a request's deadline passes, every batch of its
 //! direction starts at that direction's oldest request, and its direction
@@ -29,11 +43,10 @@
 //! most `expire + ((max_queued + 1)(writes_starved + 1) + 1) × fifo_batch`
 //! service times.
 
-use crate::queue::MergeOutcome;
-use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables};
+use crate::queue::{Place, PlacedMerge, PlacedQueue};
+use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, Tunable, Tunables};
 use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId, Sector};
-use rustc_hash::FxHashMap;
-use std::collections::BTreeSet;
+use std::collections::VecDeque;
 
 /// Reads expire after 500 ms (`read_expire`, HZ/2).
 pub const READ_EXPIRE_MS: i64 = 500;
@@ -99,10 +112,34 @@ fn dir_of(r: &Request) -> usize {
 /// One direction's queues.
 #[derive(Debug, Default)]
 struct Direction {
-    sorted: SortedQueue,
-    /// (deadline, id), earliest first.
-    fifo: BTreeSet<(Instant, RequestId)>,
-    deadline: FxHashMap<RequestId, Instant>,
+    sorted: PlacedQueue,
+    /// The FIFO key (deadline, id) of the request at each slot of
+    /// `sorted`, `None` for a free slot: what tells live FIFO entries
+    /// from stale ones.
+    key: Vec<Option<FifoKey>>,
+    /// Entries sorted by (deadline, id), earliest first; some are stale.
+    fifo: VecDeque<FifoEntry>,
+}
+
+type FifoKey = (Instant, RequestId);
+
+/// A request's place in its direction's FIFO.
+#[derive(Clone, Copy, Debug)]
+struct FifoEntry {
+    deadline: Instant,
+    place: Place,
+}
+
+impl FifoEntry {
+    fn key(&self) -> FifoKey {
+        (self.deadline, self.place.id())
+    }
+
+    /// Whether this entry still stands for a queued request: the request
+    /// is there and did not inherit an earlier deadline since.
+    fn is_live(&self, keys: &[Option<FifoKey>]) -> bool {
+        keys[self.place.slot()] == Some(self.key())
+    }
 }
 
 impl Direction {
@@ -110,18 +147,76 @@ impl Direction {
         self.sorted.is_empty()
     }
 
-    fn fifo_head(&self) -> Option<(Instant, RequestId)> {
-        self.fifo.iter().next().copied()
+    /// Queue a request that did not merge, with its deadline.
+    fn insert(&mut self, request: Request, deadline: Instant) {
+        let place = self.sorted.insert(request);
+        if self.key.len() <= place.slot() {
+            self.key.resize(place.slot() + 1, None);
+        }
+        let entry = FifoEntry { deadline, place };
+        self.key[place.slot()] = Some(entry.key());
+        match self.fifo.back() {
+            Some(last) if last.key() > entry.key() => {
+                let at = self.fifo.partition_point(|e| e.key() < entry.key());
+                self.fifo.insert(at, entry);
+            }
+            _ => self.fifo.push_back(entry),
+        }
+        // Stale entries behind the head wait until the head passes them;
+        // sweep them out when they outnumber the live ones three to one
+        // (each sweep then pays for itself with many stale entries).
+        if self.fifo.len() > 4 * self.sorted.len() + 64 {
+            let keys = &self.key;
+            self.fifo.retain(|e| e.is_live(keys));
+        }
     }
 
-    /// Remove a queued request; also returns its sector-order successor.
-    fn take(&mut self, id: RequestId) -> (Request, Option<RequestId>) {
-        let d = self
-            .deadline
-            .remove(&id)
-            .expect("queued request has a deadline");
-        self.fifo.remove(&(d, id));
-        self.sorted.remove_with_next(id).expect("queued")
+    /// Remove the request at `place`; also returns its sector-order
+    /// successor. Its FIFO entry goes stale.
+    fn take(&mut self, place: Place) -> (Request, Option<Place>) {
+        self.key[place.slot()] = None;
+        self.sorted.remove_with_next(place).expect("queued")
+    }
+
+    /// After `survivor` swallowed the queued request at `gone`: keep the
+    /// earlier of their deadlines.
+    fn inherit(&mut self, survivor: Place, gone: Place) {
+        let theirs = self.key[gone.slot()].take().expect("was queued");
+        let mine = self.key[survivor.slot()].expect("queued");
+        if theirs.0 >= mine.0 {
+            return; // `gone`'s entry is stale now; the survivor's stands.
+        }
+        // The survivor's old entry goes stale; it takes over `gone`'s.
+        let mut i = self.fifo.partition_point(|e| e.key() < theirs);
+        debug_assert_eq!(self.fifo[i].place, gone, "a queued request's entry");
+        let entry = FifoEntry {
+            deadline: theirs.0,
+            place: survivor,
+        };
+        self.key[survivor.slot()] = Some(entry.key());
+        self.fifo[i] = entry;
+        // Only entries with this same deadline lie between the old and the
+        // new key: move past them to restore the (deadline, id) order.
+        while i + 1 < self.fifo.len() && self.fifo[i + 1].key() < self.fifo[i].key() {
+            self.fifo.swap(i, i + 1);
+            i += 1;
+        }
+        while i > 0 && self.fifo[i - 1].key() > self.fifo[i].key() {
+            self.fifo.swap(i - 1, i);
+            i -= 1;
+        }
+    }
+
+    /// The live entry with the earliest (deadline, id); drops stale ones
+    /// in front of it.
+    fn fifo_head(&mut self) -> Option<FifoEntry> {
+        while let Some(e) = self.fifo.front() {
+            if e.is_live(&self.key) {
+                return Some(*e);
+            }
+            self.fifo.pop_front();
+        }
+        None
     }
 }
 
@@ -134,7 +229,7 @@ pub struct Deadline {
     writes_starved: u32,
     rule: MergeRule,
     /// Sector-order successor of the last dispatch, for its direction only.
-    next_rq: [Option<RequestId>; 2],
+    next_rq: [Option<Place>; 2],
     batching: u32,
     starved: u32,
     /// End of the last dispatched request (for inspection and tests).
@@ -169,9 +264,10 @@ impl Deadline {
         Deadline::from_tunables(&t, limits)
     }
 
-    /// Dispatch `id` of direction `dir` and remember where the sweep goes on.
-    fn move_request(&mut self, dir: usize, id: RequestId) -> Request {
-        let (request, next) = self.dirs[dir].take(id);
+    /// Dispatch the request at `place` in direction `dir` and remember
+    /// where the sweep goes on. Its FIFO entry goes stale.
+    fn move_request(&mut self, dir: usize, place: Place) -> Request {
+        let (request, next) = self.dirs[dir].take(place);
         self.next_rq = [None, None];
         self.next_rq[dir] = next;
         self.batching += 1;
@@ -179,8 +275,8 @@ impl Deadline {
         request
     }
 
-    fn live_next(&self, dir: usize) -> Option<RequestId> {
-        self.next_rq[dir].filter(|id| self.dirs[dir].sorted.contains(*id))
+    fn live_next(&self, dir: usize) -> Option<Place> {
+        self.next_rq[dir].filter(|&place| self.dirs[dir].sorted.at(place).is_some())
     }
 }
 
@@ -193,28 +289,12 @@ impl Scheduler for Deadline {
         let dir = dir_of(&request);
         let d = &mut self.dirs[dir];
         match d.sorted.merge(request, &self.rule) {
-            MergeOutcome::None(request) => {
-                let deadline = now + self.expire[dir];
-                d.fifo.insert((deadline, request.id));
-                d.deadline.insert(request.id, deadline);
-                d.sorted.insert(request);
-            }
-            MergeOutcome::Merged {
+            PlacedMerge::None(request) => d.insert(request, now + self.expire[dir]),
+            PlacedMerge::Merged {
                 survivor,
-                absorbed_queued,
-            } => {
-                // The survivor keeps the earlier of the two deadlines.
-                if let Some(gone) = absorbed_queued {
-                    let gone_deadline = d.deadline.remove(&gone).expect("queued");
-                    d.fifo.remove(&(gone_deadline, gone));
-                    let mine = d.deadline[&survivor];
-                    if gone_deadline < mine {
-                        d.fifo.remove(&(mine, survivor));
-                        d.fifo.insert((gone_deadline, survivor));
-                        d.deadline.insert(survivor, gone_deadline);
-                    }
-                }
-            }
+                absorbed_queued: Some(gone),
+            } => d.inherit(survivor, gone),
+            PlacedMerge::Merged { .. } => {}
         }
     }
 
@@ -247,13 +327,13 @@ impl Scheduler for Deadline {
 
         // 3. Start the batch at the oldest request if it expired, or if the
         //    sweep has nowhere to go on.
-        let (deadline, oldest) = self.dirs[dir].fifo_head().expect("direction has requests");
-        let id = match self.live_next(dir) {
-            Some(next) if deadline > now => next,
-            _ => oldest,
+        let head = self.dirs[dir].fifo_head().expect("direction has requests");
+        let place = match self.live_next(dir) {
+            Some(next) if head.deadline > now => next,
+            _ => head.place,
         };
         self.batching = 0;
-        Dispatch::Request(self.move_request(dir, id))
+        Dispatch::Request(self.move_request(dir, place))
     }
 
     fn complete(&mut self, _request: &Request, _now: Instant) {}
@@ -324,6 +404,72 @@ mod tests {
         s.insert(Request::read(6, 1, 60_000, 8), Instant::ZERO);
         let late = Instant::ZERO + Duration::from_millis(600);
         assert!(matches!(s.dispatch(late), Dispatch::Request(r) if r.id.0 == 4));
+    }
+
+    /// Dispatch order with `fifo_batch` 1, long after every deadline: each
+    /// dispatch starts a batch at the FIFO head, so this is FIFO order.
+    fn fifo_order(inserts: &[(u64, Sector, Instant)], filler: (u64, Sector)) -> Vec<u64> {
+        let t = TYPE.tunables([("fifo_batch", 1)]).unwrap();
+        let mut s = Deadline::from_tunables(&t, &QueueLimits::default());
+        for &(id, sector, at) in inserts {
+            s.insert(Request::read(id, 1, sector, 8), at);
+        }
+        // Fills [8, 16): back merge into the request at 0, which then
+        // swallows the one at 16 and inherits its earlier deadline.
+        s.insert(Request::read(filler.0, 1, filler.1, 8), Instant(50));
+        drain(&mut s, Instant::ZERO + Duration::from_secs(60))
+    }
+
+    #[test]
+    fn an_inherited_deadline_ties_by_id() {
+        // 1 (at 16) and 2 (far away) share a deadline; 3 (at 0) comes
+        // later, swallows 1 and takes its deadline: 2 then goes first, as
+        // its id is lower than 3's.
+        let order = fifo_order(
+            &[
+                (1, 16, Instant(10)),
+                (2, 1000, Instant(10)),
+                (3, 0, Instant(20)),
+            ],
+            (4, 8),
+        );
+        assert_eq!(order, vec![2, 3]);
+        // The same with the survivor's id the lowest: it goes first.
+        let order = fifo_order(
+            &[
+                (3, 1000, Instant(10)),
+                (5, 16, Instant(10)),
+                (1, 0, Instant(20)),
+            ],
+            (7, 8),
+        );
+        assert_eq!(order, vec![1, 3]);
+    }
+
+    #[test]
+    fn stale_fifo_entries_are_swept_out() {
+        let mut s = Deadline::new(&QueueLimits::default());
+        let mut now = Instant::ZERO;
+        let mut most = 0;
+        for i in 0..20_000u64 {
+            // Sector order is far from arrival order, so the sweep leaves
+            // stale entries behind the FIFO head.
+            s.insert(Request::read(i, 1, (i * 7919) % 100_000 * 8, 8), now);
+            if i >= 64 {
+                assert!(matches!(s.dispatch(now), Dispatch::Request(_)));
+            }
+            now += Duration::from_micros(10);
+            // Swept at the last insert, before this dispatch.
+            let fifo = s.dirs[READ].fifo.len();
+            most = most.max(fifo);
+            assert!(
+                fifo <= 4 * (s.queued() + 1) + 64,
+                "{fifo} entries for {}",
+                s.queued()
+            );
+        }
+        eprintln!("at most {most} FIFO entries for 64 queued requests");
+        assert!(most > 2 * 64, "no stale entries: the test misses its point");
     }
 
     #[test]
