@@ -81,6 +81,8 @@ struct Tag {
     /// The file whose fsync waits for this write (data: the file itself).
     owner: FileId,
     issuer: Issuer,
+    /// Counts in `writes_in_flight` (the first block of a piece).
+    slot: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -300,7 +302,7 @@ pub struct Host {
     barriers: Vec<Barrier>,
     ready: VecDeque<Pid>,
     runs: Vec<(u64, u64)>,
-    pieces: Vec<(u64, u64, u64)>,
+    pieces: Vec<(u64, u64, u64, bool)>,
     pub stats: HostStats,
 }
 
@@ -1318,18 +1320,20 @@ impl Host {
             let mut off = 0;
             while off < n {
                 let k = (n - off).min(max_pages);
-                pieces.push((fb + off, db + off, k));
+                pieces.push((fb + off, db + off, k, true));
                 off += k;
             }
         });
-        // 2.4: one request per block (`submit_bh`), merged below.
-        if self.params.submit_buffers && !write {
+        // 2.4: one request per block (`submit_bh`), merged below. The
+        // blocks of a piece count as one request for the host's estimate
+        // of the queue's write slots (they merge into one).
+        if self.params.submit_buffers {
             let per_piece = std::mem::take(&mut pieces);
-            for (fb, db, n) in per_piece {
-                pieces.extend((0..n).map(|k| (fb + k, db + k, 1)));
+            for (fb, db, n, _) in per_piece {
+                pieces.extend((0..n).map(|k| (fb + k, db + k, 1, k == 0)));
             }
         }
-        for &(fb, db, n) in &pieces {
+        for &(fb, db, n, first) in &pieces {
             let id = io.submit(BlockIo {
                 op: if write { Op::Write } else { Op::Read },
                 sync: !write || sync,
@@ -1343,16 +1347,20 @@ impl Host {
             if write {
                 self.write_seq += 1;
                 seq = self.write_seq;
-                self.writes_in_flight += 1;
                 self.outstanding.insert(seq);
                 self.file_writes.entry(owner.0).or_default().push(seq);
-                if self.is_congested() {
-                    self.congested = true;
+                if first {
+                    self.writes_in_flight += 1;
+                    if self.is_congested() {
+                        self.congested = true;
+                    }
+                    self.stats.write_requests += 1;
                 }
-                self.stats.write_requests += 1;
                 self.stats.pages_written += n;
             } else {
-                self.stats.read_requests += 1;
+                if first {
+                    self.stats.read_requests += 1;
+                }
                 self.stats.pages_read += n;
             }
             self.tags.insert(
@@ -1365,6 +1373,7 @@ impl Host {
                     seq,
                     owner,
                     issuer,
+                    slot: first,
                 },
             );
         }
@@ -1520,7 +1529,9 @@ impl Host {
             return;
         }
         self.cache.end_writeback(tag.file, tag.page, end);
-        self.writes_in_flight -= 1;
+        if tag.slot {
+            self.writes_in_flight -= 1;
+        }
         self.outstanding.remove(&tag.seq);
         if let Some(v) = self.file_writes.get_mut(&tag.owner.0) {
             if let Some(i) = v.iter().position(|&s| s == tag.seq) {

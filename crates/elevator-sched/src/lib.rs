@@ -59,6 +59,16 @@ pub trait Scheduler: Send + std::fmt::Debug {
     /// Number of requests queued (merged requests count once).
     fn queued(&self) -> usize;
 
+    /// Whether [`Scheduler::insert`] would merge `request` into a queued
+    /// request, so that it needs no request slot of its own. The engine
+    /// lets such a request in while the slots are all taken, as a kernel
+    /// tries merging before it allocates a request (2.4's `__make_request`
+    /// calls the elevator's merge function before `get_request`). Default:
+    /// never, so every insert is taken to need a slot.
+    fn would_merge(&self, _request: &Request) -> bool {
+        false
+    }
+
     /// Whether any request is queued.
     fn has_work(&self) -> bool {
         self.queued() > 0

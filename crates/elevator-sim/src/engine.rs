@@ -293,11 +293,19 @@ impl Engine {
     fn admit(&mut self, request: Request) {
         let dir = dir_of(&request);
         let behind = !self.waiting[dir].is_empty() && !self.config.steal;
-        if behind || !self.may_allocate(dir) {
+        if (behind || !self.may_allocate(dir)) && !self.merges_freely(dir, &request) {
             self.waiting[dir].push_back(request);
         } else {
             self.insert(request);
         }
+    }
+
+    /// A request that the policy would merge needs no slot: with slot
+    /// stealing (2.4, where `__make_request` tries the elevator's merge
+    /// before `get_request`) it goes in even while the slots are taken,
+    /// unless earlier requests of its direction wait (they come first).
+    fn merges_freely(&self, dir: usize, request: &Request) -> bool {
+        self.config.steal && self.waiting[dir].is_empty() && self.sched.would_merge(request)
     }
 
     /// Whether a new request of direction `dir` may take a slot now.
@@ -338,6 +346,17 @@ impl Engine {
                 self.insert(next);
                 if self.allocated[dir] > before {
                     break;
+                }
+            }
+            // With stealing (2.4), the woken submitter goes on with what
+            // merges into the request it just queued (its next buffers).
+            while self.config.steal {
+                match self.waiting[dir].front() {
+                    Some(next) if self.sched.would_merge(next) => {
+                        let next = self.waiting[dir].pop_front().expect("front");
+                        self.insert(next);
+                    }
+                    _ => break,
                 }
             }
         }

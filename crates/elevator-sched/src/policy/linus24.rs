@@ -400,6 +400,10 @@ impl Scheduler for Linus24 {
         self.list.len()
     }
 
+    fn would_merge(&self, request: &Request) -> bool {
+        matches!(self.scan(request).0, Found::Back(_) | Found::Front(_))
+    }
+
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
         if self.max_bomb_segments > 0 {
             return None;
