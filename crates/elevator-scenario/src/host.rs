@@ -813,7 +813,10 @@ struct Placed {
 
 /// Build the host of `spec` for one run: the file system with its file
 /// sets placed, and every process spawned. Tasks are numbered from
-/// `first_task`.
+/// `first_task`. The file sets were on the disk before the run: they are
+/// placed with `files_allocator` (the scenario's own host's) unless a set
+/// names its own, whatever kernel the run's host is; files created during
+/// the run use the run's host's allocator.
 pub(crate) fn build_host(
     spec: &HostSpec,
     limits: &QueueLimits,
@@ -821,6 +824,7 @@ pub(crate) fn build_host(
     seed: u64,
     first_task: u32,
     file: &str,
+    files_allocator: Allocator,
 ) -> Result<Host, ScenarioError> {
     let mut params = spec.params.clone();
     params.max_sectors = limits.max_sectors;
@@ -854,7 +858,7 @@ pub(crate) fn build_host(
         let mut out = Vec::new();
         for i in 0..set.count {
             let fs = host.fs_mut();
-            fs.params.allocator = set.allocator.unwrap_or(host_allocator);
+            fs.params.allocator = set.allocator.unwrap_or(files_allocator);
             let mut rng = Prng::derive(seed, &format!("files.{}.{i}", set.name));
             let p = match &set.kind {
                 FileKind::File { size } => {

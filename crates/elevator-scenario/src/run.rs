@@ -348,11 +348,22 @@ fn build_workload(
     }
     if let Some(spec) = &scenario.host {
         let mut spec = spec.clone();
+        // The file sets lie as the scenario's own host placed them, also
+        // for a policy that runs on another kernel's host (`[presets]`):
+        // the disk was the same for every kernel measured.
+        let files_allocator = spec.params.fs.allocator;
         if let Some(params) = spec.params_by_policy.get(policy) {
             spec.params = params.clone();
         }
-        let host =
-            crate::host::build_host(&spec, limits, Some(write_slots), seed, task, &scenario.file)?;
+        let host = crate::host::build_host(
+            &spec,
+            limits,
+            Some(write_slots),
+            seed,
+            task,
+            &scenario.file,
+            files_allocator,
+        )?;
         measured.extend(host.measured());
         groups.extend(host.row_groups());
         mix.push(Box::new(host));
