@@ -309,3 +309,59 @@ fn the_2_4_driver_starts_the_next_request_before_the_woken_process_runs() {
     // With it, the driver has already started the read at 0.
     assert_eq!(restarted, vec![1000, 0, 1008]);
 }
+
+/// Submits `n` contiguous one-block writes at time zero.
+#[derive(Default)]
+struct Blocks {
+    n: u64,
+    done: u64,
+    last_admitted: Option<Instant>,
+}
+
+impl Workload for Blocks {
+    fn start(&mut self, io_: &mut Io<'_>) {
+        for i in 0..self.n {
+            io_.submit(io(Op::Write, 10_000 + i * 8, 1));
+        }
+    }
+    fn wake(&mut self, _token: u64, _io: &mut Io<'_>) {}
+    fn completed(&mut self, done: &Completion, _io: &mut Io<'_>) {
+        self.done += 1;
+        self.last_admitted = Some(
+            self.last_admitted
+                .map_or(done.dispatched, |t| t.max(done.dispatched)),
+        );
+    }
+    fn finished(&self) -> bool {
+        self.done == self.n
+    }
+}
+
+#[test]
+fn buffers_that_merge_need_no_request_slot_on_the_2_4_block_layer() {
+    let run = |steal: bool| {
+        let config = EngineConfig {
+            nr_requests: [1, 1],
+            steal,
+            ..EngineConfig::default()
+        };
+        let sched = elevator_sched::find("linus24")
+            .unwrap()
+            .build_default(&QueueLimits::default());
+        let mut w = Blocks {
+            n: 16,
+            ..Blocks::default()
+        };
+        let mut e = Engine::new(sched, Box::new(FixedDisk::new(1, 1)), config);
+        let s = e.run(&mut w);
+        (s.device.requests, s.end)
+    };
+    // One slot: the first block takes it; on 2.4 the other fifteen merge
+    // into that request without one ("merge before get_request").
+    let (merged, t24) = run(true);
+    // Without stealing (2.6 here) each waits for the slot and goes alone.
+    let (alone, t26) = run(false);
+    println!("16 contiguous blocks, one slot: 2.4 {merged} requests in {t24:?}, otherwise {alone} in {t26:?}");
+    assert_eq!(merged, 1);
+    assert!(alone > 1);
+}

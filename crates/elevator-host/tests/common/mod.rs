@@ -96,3 +96,39 @@ pub fn run(host: &mut Host, policy: &str, device: &str, limit_s: u64) -> (RunSum
     let log = log.lock().unwrap().clone();
     (summary, log)
 }
+
+/// A host with the `linux-2.4` preset on `device`, with 2.4's IDE request
+/// limit (see [`run_24`]).
+pub fn host_on_24(device: &str, seed: u64) -> Host {
+    let dev = elevator_device::open(device).expect("device profile");
+    let limits = dev.limits();
+    let mut params = HostParams::linux_2_4();
+    params.max_sectors = limits.max_sectors.min(elevator_sim::IDE_24_MAX_SECTORS);
+    Host::new(params, limits.capacity, seed, 1)
+}
+
+/// Run `host` under linus24 on the 2.4 block layer (`EngineConfig::linux_24`:
+/// 64 KiB requests, restart before wake-up, request lists).
+pub fn run_24(host: &mut Host, device: &str, limit_s: u64) -> (RunSummary, Vec<Seen>) {
+    let dev = elevator_device::open(device).expect("device profile");
+    let mut limits = dev.limits();
+    let config = EngineConfig {
+        time_limit: Instant(limit_s * 1_000_000_000),
+        ..EngineConfig::linux_24()
+    };
+    limits.max_sectors = limits
+        .max_sectors
+        .min(config.max_sectors.unwrap_or(u32::MAX));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let rec = Recorder {
+        inner: dev,
+        log: log.clone(),
+    };
+    let sched = elevator_sched::find("linus24")
+        .expect("policy")
+        .build_default(&limits);
+    let mut engine = Engine::new(sched, Box::new(rec), config);
+    let summary = engine.run(host);
+    let log = log.lock().unwrap().clone();
+    (summary, log)
+}

@@ -546,6 +546,86 @@ mod tests {
         assert_eq!(at(&s, 3).sectors, 16);
     }
 
+    /// The 2.4 streaming reader's capture: with 64 KiB requests and
+    /// 128 KiB read-ahead windows out of step with them, each new window's
+    /// first buffers back-merge into the reader's own partial request that
+    /// still waits, and the rest go in right behind it, ahead of another
+    /// reader's read, which pays 1 per merge and 16 per new request until
+    /// its budget is gone.
+    #[test]
+    fn a_streamer_merging_into_its_own_queued_tail_passes_a_waiting_read() {
+        let limits = QueueLimits {
+            max_sectors: 128,
+            ..QueueLimits::default()
+        };
+        let mut s = Linus24::new(&limits);
+        let t = Instant::ZERO;
+        let mut id = 0;
+        let mut window = |s: &mut Linus24, first_block: u64, blocks: u64| {
+            for b in first_block..first_block + blocks {
+                id += 1;
+                s.insert(Request::read(1000 + id, 1, 1_000_000 + b * 8, 8), t);
+            }
+        };
+        // The streamer's last window ended in a 9-block request.
+        window(&mut s, 0, 9);
+        // Another process's read, elsewhere, waits behind it.
+        s.insert(Request::read(1, 2, 50_000, 8), t);
+        assert_eq!(seq(&s, 1), READ_LATENCY);
+        let last = |s: &Linus24| s.request(s.list.back().expect("queued")).id.0;
+        let mut windows = 0;
+        let mut next = 9;
+        while seq(&s, 1) > 0 {
+            window(&mut s, next, 32);
+            next += 32;
+            windows += 1;
+            if windows == 1 {
+                // 7 blocks joined the 9-block request; the other 25 formed
+                // two requests queued right behind it, ahead of the read,
+                // which paid 7 + (16 + 15) + (16 + 8) = 62.
+                assert_eq!(s.list.len(), 4);
+                assert_eq!(seq(&s, 1), READ_LATENCY - 62);
+            }
+            // While it has budget left, everything the streamer added went
+            // in ahead of the read.
+            if seq(&s, 1) > 0 {
+                assert_eq!(last(&s), 1, "window {windows}");
+            }
+            // Meanwhile the disk took the streamer's oldest request.
+            assert!(matches!(s.dispatch(t), Dispatch::Request(r) if r.id.0 != 1));
+            assert!(windows < 100);
+        }
+        println!(
+            "the waiting read was passed by {windows} windows ({} KiB) before its budget ran out",
+            windows * 128
+        );
+        // 2048 / 62: 33 windows, the 34th uses it up part way, and its
+        // last buffers already queue behind the read.
+        assert_eq!(windows, 34);
+        assert_ne!(last(&s), 1);
+    }
+
+    #[test]
+    fn would_merge_answers_what_insert_would_do() {
+        let mut s = with(&[("write_latency", 16)]);
+        let t = Instant::ZERO;
+        s.insert(Request::write(9, 1, 100, 8), t);
+        s.insert(Request::write(1, 1, 1000, 8), t);
+        assert!(s.would_merge(&Request::write(2, 1, 1008, 8)));
+        assert!(s.would_merge(&Request::write(2, 1, 992, 8)));
+        assert!(!s.would_merge(&Request::write(2, 1, 5000, 8)));
+        assert!(!s.would_merge(&Request::read(2, 1, 1008, 8)));
+        // 2 goes in front of 1 (between 9 and 1, sector order) and uses up
+        // its budget; the scan now stops at 1: nothing merges with 2.
+        s.insert(Request::write(2, 1, 500, 8), t);
+        assert_eq!(seq(&s, 1), 0);
+        assert!(!s.would_merge(&Request::write(3, 1, 508, 8)));
+        assert!(s.would_merge(&Request::write(3, 1, 1008, 8)));
+        let queued = s.queued();
+        s.insert(Request::write(3, 1, 508, 8), t);
+        assert_eq!(s.queued(), queued + 1);
+    }
+
     #[test]
     fn a_flood_of_writes_cannot_pass_an_older_read_for_ever() {
         let mut s = Linus24::new(&QueueLimits::default());
