@@ -250,9 +250,9 @@ impl HostParams {
         }
     }
 
-    /// The 2.4.21 host's writeback thresholds on the same machine. Only the
-    /// numbers change; the mechanisms stay the 2.6 ones (see the module
-    /// docs of `writeback`):
+    /// The 2.4.21 host on the same machine: 2.4's writeback thresholds
+    /// (the writeback mechanisms stay the 2.6 ones: pdflush, not bdflush),
+    /// 2.4's read-ahead, and 2.4's buffer-at-a-time submission:
     ///
     /// - background writeback at 30 % and synchronous throttling at 60 %:
     ///   bdflush's `nfract = 30` and `nfract_sync = 60` (fs/buffer.c,

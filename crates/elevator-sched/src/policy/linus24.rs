@@ -62,11 +62,36 @@
 //! whose weight `1 + sectors/64` each reaches `max_bomb_segments`, without
 //! charging anyone's budget.
 //!
-//! # Not modelled
-//! The active request stays at the list head in 2.4 (`head_active`) and is
-//! skipped by the scan; here dispatched requests leave the list, which
-//! comes to the same. Plugging, segment limits and per-device ordering of
-//! partitions are not modelled; flush requests are unmergeable writes.
+//! # Where the rest of 2.4's block layer is
+//! The active request stays at the list head in 2.4 (`head_active`, IDE's
+//! default) and the scan stops before it: nothing merges into it and
+//! nothing goes in right behind it. Here dispatched requests leave the
+//! list, which comes to the same as long as the next request is taken as
+//! soon as one completes, before the processes that completion woke can
+//! submit: the engine's 2.4 configuration does that (`restart_before_
+//! wakeup`, 2.4's `ide_intr` runs `ide_do_request` before returning).
+//! 2.4 submits one buffer head at a time (`submit_bh`), so a 128 KiB
+//! read-ahead is 32 calls here, each merging (cost 1) or starting a new
+//! request (cost 16); the 2.4 host does that (`submit_buffers`). A buffer
+//! that merges needs no request slot: [`Scheduler::would_merge`] tells the
+//! engine. Plugging is not modelled: a queue only plugs when empty, and a
+//! plugged queue's head is not active, which is what the list is here.
+//! Segment limits and per-device ordering of partitions are not modelled;
+//! flush requests are unmergeable writes.
+//!
+//! # The streaming reader's capture
+//! With IDE's 64 KiB requests and 2.4's 128 KiB read-ahead windows a
+//! window is two requests, and the next window is submitted when the
+//! reader reaches the first page of the last one. Once an indirect-block
+//! read or a short window has put the windows out of step with the
+//! requests, the last request of a window is still queued when the next
+//! window comes: its first buffers back-merge into it and the rest go in
+//! right behind it, ahead of everyone else, who pay 62 per window. One
+//! reader then holds the disk until the request behind it has used up its
+//! budget (about 33 windows, 4 MB, for a read), and a dependent reader
+//! waits that long for each read: the 2003 tables' "2.4 is unfair but
+//! fast" with parallel streams and its minutes-long tree reads beside a
+//! stream.
 //!
 //! # Invariants
 //! The list holds each queued request once; a new request is never placed
