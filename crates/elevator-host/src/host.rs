@@ -144,6 +144,8 @@ struct ReadOp {
     missed: bool,
     /// 2.4: `reada_ok` of this call, once computed.
     reada_ok: Option<bool>,
+    /// Bytes asked for (`desc->count`, before clipping at end of file).
+    count: u64,
     /// 2.4: pages to read ahead, not yet submitted.
     pending24: Option<(u64, u64)>,
 }
@@ -609,6 +611,7 @@ impl Host {
                     missed: false,
                     reada_ok: None,
                     pending24: None,
+                    count: len,
                 })
             }
             Syscall::Fault { file, offset } => Sys::Fault {
@@ -978,7 +981,7 @@ impl Host {
         let end_index = self.fs.size(file) / PAGE_SIZE;
         let reada_ok = *op.reada_ok.get_or_insert_with(|| {
             let ra = self.procs[pid].ra24.entry(file.0).or_default();
-            ra.begin_read(op.start, op.end - op.start, max, min)
+            ra.begin_read(op.start, op.count, max, min)
         });
         loop {
             if let Some((start, len)) = op.pending24 {
