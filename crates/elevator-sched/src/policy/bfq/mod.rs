@@ -998,7 +998,10 @@ impl Bfq {
     /// Adapt `q`'s next budget to why it expired (`__bfq_bfqq_recalc_budget`).
     fn recalc_budget(&mut self, q: QueueIdx, reason: Expiration) {
         let min = self.min_budget();
-        let max = self.max_budget();
+        // The kernel caps growth with the field (`bfqd->bfq_max_budget`:
+        // the estimate, or the default until one exists), not with
+        // `bfq_max_budget()`, which holds the default for 194 budgets.
+        let max = self.max_budget;
         let qu = self.q(q);
         let mut budget = if qu.wr_coeff == 1 {
             qu.max_budget
@@ -1030,16 +1033,21 @@ impl Bfq {
     }
 
     /// Charge `q` as if it had been served at the peak rate for `time_ms`
-    /// (`bfq_bfqq_charge_time`).
+    /// (`bfq_bfqq_charge_time`), at most one budget timeout's worth.
+    ///
+    /// Linux 4.12 – 4.18 charged only the service when the slot had
+    /// lasted the whole timeout or longer, so a seeky queue that kept the
+    /// disk for a full slot (as it does whenever idling is needed for
+    /// guarantees, e.g. with groups) paid for a few sectors and was picked
+    /// again at once; 4.19 on bound the time to the timeout instead
+    /// (`bounded_time_ms = min(time_ms, timeout_ms)`), which is what is
+    /// done here.
     fn charge_time(&mut self, q: QueueIdx, time_ms: u64, now: Instant) {
         let entity = self.q(q).entity;
         let service = self.wf.es[entity as usize].service;
-        let timeout_ms = self.timeout.nanos() / 1_000_000;
-        let mut total = service;
-        if time_ms > 0 && time_ms < timeout_ms {
-            total = self.max_budget * time_ms / timeout_ms;
-        }
-        total = total.max(service);
+        let timeout_ms = (self.timeout.nanos() / 1_000_000).max(1);
+        let bounded_ms = time_ms.min(timeout_ms);
+        let total = (self.max_budget * bounded_ms / timeout_ms).max(service);
         let e = &mut self.wf.es[entity as usize];
         e.budget = e.budget.max(total);
         self.queue_served(q, total - service, now);
