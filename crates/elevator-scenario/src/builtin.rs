@@ -16,6 +16,7 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "group-read-limits",
     "group-read-unlimited",
     "group-random-vs-sequential",
+    "group-weights-1-vs-4",
 ];
 
 /// Names and descriptions of the built-in scenarios.

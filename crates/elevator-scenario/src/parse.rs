@@ -3,7 +3,9 @@
 use crate::error::{key_on_line, line_of, ScenarioError};
 use crate::result::{Metric, Reduce, ResultSpec};
 use crate::units::{parse_duration, parse_size};
-use elevator_core::{Duration, GroupId, GroupTree, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE};
+use elevator_core::{
+    Duration, GroupId, GroupTree, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
+};
 use elevator_workload::Pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -253,11 +255,19 @@ impl Scenario {
             None => None,
             Some(sw) => {
                 if !jobs.iter().any(|j| &j.name == sw.job.get_ref()) {
-                    return Err(cx.at(&sw.job, "sweep.job", format!("no job named {:?}", sw.job.get_ref())));
+                    return Err(cx.at(
+                        &sw.job,
+                        "sweep.job",
+                        format!("no job named {:?}", sw.job.get_ref()),
+                    ));
                 }
                 let counts = sw.count.get_ref();
                 if counts.is_empty() || counts.iter().any(|&c| !(1..=4096).contains(&c)) {
-                    return Err(cx.at(&sw.count, "sweep.count", "a list of instance counts, each 1..=4096"));
+                    return Err(cx.at(
+                        &sw.count,
+                        "sweep.count",
+                        "a list of instance counts, each 1..=4096",
+                    ));
                 }
                 Some(Sweep {
                     job: sw.job.get_ref().clone(),
@@ -344,12 +354,20 @@ fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError
     for g in raw {
         let name = g.name.get_ref();
         if name.is_empty() || name.contains(char::is_whitespace) || tree.find(name).is_some() {
-            return Err(cx.at(&g.name, "group.name", format!("{name:?}: a group name is one word, unique, and not \"root\"")));
+            return Err(cx.at(
+                &g.name,
+                "group.name",
+                format!("{name:?}: a group name is one word, unique, and not \"root\""),
+            ));
         }
         let parent = match &g.parent {
             None => GroupId::ROOT,
             Some(p) => tree.find(p.get_ref()).ok_or_else(|| {
-                cx.at(p, "group.parent", format!("no group {:?} declared above this one", p.get_ref()))
+                cx.at(
+                    p,
+                    "group.parent",
+                    format!("no group {:?} declared above this one", p.get_ref()),
+                )
             })?,
         };
         let weight = match &g.weight {
@@ -493,9 +511,9 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
         background,
         group: match &j.group {
             None => GroupId::ROOT,
-            Some(g) => groups
-                .find(g.get_ref())
-                .ok_or_else(|| cx.at(g, "job.group", format!("no group named {:?}", g.get_ref())))?,
+            Some(g) => groups.find(g.get_ref()).ok_or_else(|| {
+                cx.at(g, "job.group", format!("no group named {:?}", g.get_ref()))
+            })?,
         },
     })
 }

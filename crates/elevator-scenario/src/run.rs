@@ -224,7 +224,11 @@ fn group_reports(
                 lat_mean_ms: latency.mean().as_millis_f64(),
                 lat_max_ms: latency.max().as_millis_f64(),
                 disk_time_s: disk,
-                disk_share: if total_disk > 0.0 { disk / total_disk } else { 0.0 },
+                disk_share: if total_disk > 0.0 {
+                    disk / total_disk
+                } else {
+                    0.0
+                },
             }
         })
         .collect()

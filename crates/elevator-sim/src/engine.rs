@@ -285,7 +285,8 @@ impl Engine {
                 dispatched,
                 completed: self.now,
                 disk_time: Duration(
-                    (u128::from(service.nanos()) * u128::from(part.sectors) / u128::from(total_sectors)) as u64,
+                    (u128::from(service.nanos()) * u128::from(part.sectors)
+                        / u128::from(total_sectors)) as u64,
                 ),
             };
             self.call(workload, |w, io| w.completed(&done, io));

@@ -243,6 +243,42 @@ mod tests {
         assert!((sps / 195_312.0 - 1.0).abs() < 0.05, "{sps}");
     }
 
+    /// A sequential queue's slots (128 KiB requests at 200 MB/s for 50 ms) alternating with a seeky queue's (one 4 KiB
+    /// request per 8 ms for 125 ms), as with a sequential group and a
+    /// random group: the estimate converges to the sequential rate, not to
+    /// the mix's rate (which is what the kernel's would measure).
+    #[test]
+    fn alternating_sequential_and_seeky_slots_estimate_the_sequential_rate() {
+        let mut p = PeakRate::new(14_000 * 2 / 3);
+        let seq_rate = 390_625u64; // sectors/s: 200 MB/s
+        let per_rq = Duration::from_nanos(256 * 1_000_000_000 / seq_rate);
+        let mut now = Instant::ZERO + Duration::from_millis(1);
+        let mut pos = 1_000_000u64;
+        let mut far = 500_000_000u64;
+        while now < Instant::ZERO + Duration::from_secs(20) {
+            let slot_end = now + Duration::from_millis(50);
+            while now < slot_end {
+                p.dispatched(now, pos, 256, 0, true);
+                pos += 256;
+                now += per_rq;
+                p.completed(now);
+            }
+            let slot_end = now + Duration::from_millis(125);
+            while now < slot_end {
+                far = (far * 7919) % 1_900_000_000 + 10_000;
+                p.dispatched(now, far, 8, 0, true);
+                now += Duration::from_millis(8);
+                p.completed(now);
+            }
+        }
+        let sps = p.rate as f64 / 65536.0 * 1e6;
+        println!(
+            "estimated {sps:.0} sectors/s (sequential {seq_rate}, mix {:.0})",
+            seq_rate as f64 * 50.0 / 175.0
+        );
+        assert!((sps / seq_rate as f64 - 1.0).abs() < 0.10, "{sps}");
+    }
+
     #[test]
     fn random_io_below_the_estimate_is_ignored() {
         let mut p = PeakRate::new(30_000);
