@@ -6,6 +6,7 @@ use crate::units::{parse_duration, parse_size};
 use elevator_core::{
     Duration, GroupId, GroupTree, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
 };
+use elevator_sim::EngineConfig;
 use elevator_workload::Pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -56,8 +57,9 @@ struct RawGroup {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSweep {
-    job: S<String>,
-    count: S<Vec<i64>>,
+    job: Option<S<String>>,
+    count: Option<S<Vec<i64>>>,
+    inflight_limit: Option<S<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -67,13 +69,18 @@ struct RawResult {
     unit: String,
     metric: S<String>,
     job: Option<S<String>>,
+    group: Option<S<String>>,
     reduce: Option<S<String>>,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawBlock {
+    preset: Option<S<String>>,
     nr_requests: Option<S<i64>>,
+    batch_requests: Option<S<i64>>,
+    steal: Option<bool>,
+    inflight_limit: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -123,11 +130,13 @@ pub struct JobTemplate {
     pub group: GroupId,
 }
 
-/// Run the scenario once per count of one job's instances.
+/// Run the scenario once per point of one parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Sweep {
-    pub job: String,
-    pub counts: Vec<u32>,
+pub enum Sweep {
+    /// Per count of one job's instances.
+    Count { job: String, counts: Vec<u32> },
+    /// Per block-layer in-flight limit in sectors (`None`: no limit).
+    InflightLimit(Vec<Option<u64>>),
 }
 
 /// A validated scenario.
@@ -144,7 +153,8 @@ pub struct Scenario {
     pub published: BTreeMap<String, String>,
     /// Tunable overrides per policy, already checked against the registry.
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
-    pub nr_requests: Option<usize>,
+    /// The block layer below the policy (slots, in-flight limit).
+    pub block: EngineConfig,
     /// The control groups (just the root unless the file declares some).
     pub groups: GroupTree,
     pub sweep: Option<Sweep>,
@@ -241,10 +251,7 @@ impl Scenario {
             tunables.insert(t.name.to_string(), resolved);
         }
 
-        let nr_requests = match &raw.block.nr_requests {
-            Some(n) => Some(cx.int(n, "block.nr_requests", 1, 1 << 20)? as usize),
-            None => None,
-        };
+        let block = block_config(&cx, &raw.block)?;
 
         let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
@@ -253,27 +260,7 @@ impl Scenario {
         }
         let sweep = match &raw.sweep {
             None => None,
-            Some(sw) => {
-                if !jobs.iter().any(|j| &j.name == sw.job.get_ref()) {
-                    return Err(cx.at(
-                        &sw.job,
-                        "sweep.job",
-                        format!("no job named {:?}", sw.job.get_ref()),
-                    ));
-                }
-                let counts = sw.count.get_ref();
-                if counts.is_empty() || counts.iter().any(|&c| !(1..=4096).contains(&c)) {
-                    return Err(cx.at(
-                        &sw.count,
-                        "sweep.count",
-                        "a list of instance counts, each 1..=4096",
-                    ));
-                }
-                Some(Sweep {
-                    job: sw.job.get_ref().clone(),
-                    counts: counts.iter().map(|&c| c as u32).collect(),
-                })
-            }
+            Some(sw) => Some(sweep(&cx, sw, &jobs)?),
         };
         if jobs.iter().all(|j| j.background) {
             return Err(ScenarioError::new(
@@ -284,7 +271,7 @@ impl Scenario {
             ));
         }
 
-        let result = ResultSpec::parse(&cx_result(&cx, &raw.result)?, &jobs)
+        let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &jobs)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
 
         Ok(Scenario {
@@ -298,7 +285,7 @@ impl Scenario {
             result,
             published: raw.published,
             tunables,
-            nr_requests,
+            block,
             groups,
             sweep,
             jobs,
@@ -317,10 +304,15 @@ pub(crate) struct RawResultChecked {
     pub unit: String,
     pub metric: Metric,
     pub job: Option<String>,
+    pub group: Option<String>,
     pub reduce: Option<Reduce>,
 }
 
-fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioError> {
+fn cx_result(
+    cx: &Ctx<'_>,
+    r: &RawResult,
+    groups: &GroupTree,
+) -> Result<RawResultChecked, ScenarioError> {
     let metric = r
         .metric
         .get_ref()
@@ -339,13 +331,113 @@ fn cx_result(cx: &Ctx<'_>, r: &RawResult) -> Result<RawResultChecked, ScenarioEr
             return Err(cx.at(j, "result.job", "empty job name"));
         }
     }
+    if let Some(g) = &r.group {
+        if r.job.is_some() {
+            return Err(cx.at(g, "result.group", "name a job or a group, not both"));
+        }
+        if groups.find(g.get_ref()).is_none() {
+            return Err(cx.at(
+                g,
+                "result.group",
+                format!("no group named {:?}", g.get_ref()),
+            ));
+        }
+    }
     Ok(RawResultChecked {
         name: r.name.clone(),
         unit: r.unit.clone(),
         metric,
         job: r.job.as_ref().map(|j| j.get_ref().clone()),
+        group: r.group.as_ref().map(|g| g.get_ref().clone()),
         reduce,
     })
+}
+
+/// Bytes as a size, or `max` for none; returned in sectors.
+fn limit_sectors(cx: &Ctx<'_>, v: &S<String>, key: &str) -> Result<Option<u64>, ScenarioError> {
+    if v.get_ref().trim() == "max" {
+        return Ok(None);
+    }
+    let bytes = cx.size(v, key)?;
+    if bytes < SECTOR_SIZE {
+        return Err(cx.at(v, key, "at least one sector (512 bytes), or max"));
+    }
+    Ok(Some(bytes / SECTOR_SIZE))
+}
+
+/// `[block]`: a preset, then its fields overridden one by one.
+fn block_config(cx: &Ctx<'_>, b: &RawBlock) -> Result<EngineConfig, ScenarioError> {
+    let mut config = match &b.preset {
+        None => EngineConfig::linux_26(),
+        Some(p) => match p.get_ref().as_str() {
+            "linux-2.6" => EngineConfig::linux_26(),
+            "linux-2.4" => EngineConfig::linux_24(),
+            other => {
+                return Err(cx.at(
+                    p,
+                    "block.preset",
+                    format!("unknown preset {other:?} (linux-2.6, linux-2.4)"),
+                ))
+            }
+        },
+    };
+    if let Some(n) = &b.nr_requests {
+        let n = cx.int(n, "block.nr_requests", 1, 1 << 20)? as usize;
+        config.nr_requests = [n, n];
+    }
+    if let Some(n) = &b.batch_requests {
+        config.batch_requests = cx.int(n, "block.batch_requests", 1, 1 << 20)? as usize;
+    }
+    if let Some(steal) = b.steal {
+        config.steal = steal;
+    }
+    if let Some(l) = &b.inflight_limit {
+        config.inflight_limit = limit_sectors(cx, l, "block.inflight_limit")?;
+    }
+    Ok(config)
+}
+
+fn sweep(cx: &Ctx<'_>, sw: &RawSweep, jobs: &[JobTemplate]) -> Result<Sweep, ScenarioError> {
+    match (&sw.job, &sw.count, &sw.inflight_limit) {
+        (Some(job), Some(count), None) => {
+            if !jobs.iter().any(|j| &j.name == job.get_ref()) {
+                return Err(cx.at(
+                    job,
+                    "sweep.job",
+                    format!("no job named {:?}", job.get_ref()),
+                ));
+            }
+            let counts = count.get_ref();
+            if counts.is_empty() || counts.iter().any(|&c| !(1..=4096).contains(&c)) {
+                return Err(cx.at(
+                    count,
+                    "sweep.count",
+                    "a list of instance counts, each 1..=4096",
+                ));
+            }
+            Ok(Sweep::Count {
+                job: job.get_ref().clone(),
+                counts: counts.iter().map(|&c| c as u32).collect(),
+            })
+        }
+        (None, None, Some(limits)) => {
+            if limits.get_ref().is_empty() {
+                return Err(cx.at(limits, "sweep.inflight_limit", "an empty list"));
+            }
+            let mut out = Vec::new();
+            for l in limits.get_ref() {
+                let spanned = S::new(limits.span(), l.clone());
+                out.push(limit_sectors(cx, &spanned, "sweep.inflight_limit")?);
+            }
+            Ok(Sweep::InflightLimit(out))
+        }
+        _ => Err(ScenarioError::new(
+            cx.file,
+            None,
+            Some("sweep"),
+            "sweep either `job` with `count`, or `inflight_limit`",
+        )),
+    }
 }
 
 /// The `[[group]]` sections as a tree; parents must come first.

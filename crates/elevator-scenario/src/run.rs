@@ -1,6 +1,6 @@
 //! Running a scenario under one or more policies.
 
-use crate::{Scenario, ScenarioError};
+use crate::{Scenario, ScenarioError, Sweep};
 use elevator_core::{GroupId, Instant, QueueLimits, SECTOR_SIZE};
 use elevator_metrics::{
     DeviceReport, GroupReport, JobStats, LatencyStats, Report, ResultValue, RunReport,
@@ -43,15 +43,26 @@ pub fn run(
     // One variant per sweep point (or just the scenario itself).
     let variants: Vec<(Option<String>, Scenario)> = match &scenario.sweep {
         None => vec![(None, scenario.clone())],
-        Some(sweep) => sweep
-            .counts
+        Some(Sweep::Count { job, counts }) => counts
             .iter()
             .map(|&count| {
                 let mut s = scenario.clone();
-                for j in s.jobs.iter_mut().filter(|j| j.name == sweep.job) {
+                for j in s.jobs.iter_mut().filter(|j| &j.name == job) {
                     j.count = count;
                 }
-                (Some(format!("{}={count}", sweep.job)), s)
+                (Some(format!("{job}={count}")), s)
+            })
+            .collect(),
+        Some(Sweep::InflightLimit(limits)) => limits
+            .iter()
+            .map(|&limit| {
+                let mut s = scenario.clone();
+                s.block.inflight_limit = limit;
+                let label = match limit {
+                    None => "inflight_limit=max".to_string(),
+                    Some(sectors) => format!("inflight_limit={}k", sectors / 2),
+                };
+                (Some(label), s)
             })
             .collect(),
     };
@@ -99,7 +110,7 @@ pub fn run_one(
         .flatten()
         .map(|(k, v)| (k.as_str(), *v))
         .collect();
-    for (p, k, v) in overrides {
+    for (p, k, v) in overrides.iter().filter(|(p, _, _)| p != "block") {
         if elevator_sched::find(p).is_some_and(|t| t.name == sched_type.name) {
             values.push((k.as_str(), *v));
         }
@@ -118,12 +129,10 @@ pub fn run_one(
     }
 
     let (mut mix, measured, job_groups) = build_workload(scenario, &limits, seed)?;
-    let mut config = EngineConfig {
-        time_limit: Instant::ZERO + scenario.time_limit,
-        ..EngineConfig::default()
-    };
-    if let Some(n) = scenario.nr_requests {
-        config.nr_requests = [n, n];
+    let mut config = scenario.block;
+    config.time_limit = Instant::ZERO + scenario.time_limit;
+    for (p, k, v) in overrides.iter().filter(|(p, _, _)| p == "block") {
+        apply_block(&mut config, k, *v).map_err(|m| cli(format!("--set {p}.{k}={v}: {m}")))?;
     }
     let mut engine = Engine::new(sched, dev, config);
     let summary = engine.run(&mut mix);
@@ -138,7 +147,9 @@ pub fn run_one(
     } else {
         Vec::new()
     };
-    let value = scenario.result.evaluate(&jobs, &measured, summary.end);
+    let value = scenario
+        .result
+        .evaluate(&jobs, &measured, &groups, summary.end);
     let end_s = summary.end.as_secs_f64();
     let busy_s = summary.device.busy_ns as f64 / 1e9;
     let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
@@ -177,6 +188,26 @@ pub fn run_one(
     })
 }
 
+/// A `--set block.NAME=VALUE` override (sizes in bytes; 0 lifts a limit).
+pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<(), String> {
+    let n = usize::try_from(value).map_err(|_| "must not be negative".to_string())?;
+    match name {
+        "nr_requests" if n > 0 => config.nr_requests = [n, n],
+        "batch_requests" if n > 0 => config.batch_requests = n,
+        "steal" => config.steal = n != 0,
+        "inflight_limit" => {
+            config.inflight_limit = (n > 0).then_some((n as u64).div_ceil(SECTOR_SIZE));
+        }
+        "nr_requests" | "batch_requests" => return Err("must be at least 1".into()),
+        other => {
+            return Err(format!(
+                "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit)"
+            ))
+        }
+    }
+    Ok(())
+}
+
 /// Per group: its jobs' bytes, rates, latency and share of device time.
 fn group_reports(
     scenario: &Scenario,
@@ -185,7 +216,6 @@ fn group_reports(
     end: Instant,
 ) -> Vec<GroupReport> {
     let total_disk: f64 = stats.iter().map(|s| s.disk_time.as_secs_f64()).sum();
-    let end_s = end.as_secs_f64();
     scenario
         .groups
         .iter()
@@ -212,7 +242,19 @@ fn group_reports(
             let bytes: u64 = mine.iter().map(|s| s.bytes()).sum();
             let ios: u64 = mine.iter().map(|s| s.ios).sum();
             let disk: f64 = mine.iter().map(|s| s.disk_time.as_secs_f64()).sum();
-            let per_s = |x: f64| if end_s > 0.0 { x / end_s } else { 0.0 };
+            // Rates over the group's active span: first start to last end.
+            let from = mine
+                .iter()
+                .filter_map(|s| s.started)
+                .min()
+                .unwrap_or(Instant::ZERO);
+            let to = mine
+                .iter()
+                .map(|s| s.finished.unwrap_or(end))
+                .max()
+                .unwrap_or(end);
+            let span = to.since(from).as_secs_f64();
+            let per_s = |x: f64| if span > 0.0 { x / span } else { 0.0 };
             GroupReport {
                 name: g.name.clone(),
                 weight: g.weight,

@@ -18,14 +18,52 @@ pub const NR_REQUESTS: usize = 128;
 pub struct EngineConfig {
     /// Request slots per direction (read, write); `usize::MAX` for none.
     pub nr_requests: [usize; 2],
+    /// Sleeping submitters are woken only once this many slots of their
+    /// direction are free (2.4's `batch_requests`); 1 wakes one per slot.
+    pub batch_requests: usize,
+    /// A new submitter may take a free slot while others sleep for one
+    /// (2.4's `get_request` before `__get_request_wait`); otherwise it
+    /// queues behind them.
+    pub steal: bool,
+    /// Andrea Arcangeli's elevator-lowlatency: no new request while the
+    /// sectors queued and in flight exceed this; sleepers wake once they
+    /// fall to three quarters of it. Merges still go through the policy.
+    pub inflight_limit: Option<u64>,
     /// Stop here even if the workload has not finished.
     pub time_limit: Instant,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
+        EngineConfig::linux_26()
+    }
+}
+
+impl EngineConfig {
+    /// The 2.6 block layer: 128 requests per direction (BLKDEV_MAX_RQ),
+    /// sleepers woken in order as slots free.
+    pub fn linux_26() -> Self {
         EngineConfig {
             nr_requests: [NR_REQUESTS, NR_REQUESTS],
+            batch_requests: 1,
+            steal: false,
+            inflight_limit: None,
+            time_limit: Instant::NEVER,
+        }
+    }
+
+    /// The 2.4.20/2.4.21 block layer (drivers/block/ll_rw_blk.c:
+    /// `blk_init_free_list`, `get_request`, `__get_request_wait`,
+    /// `blkdev_release_request`): 128 requests dealt alternately to a read
+    /// and a write free list, 64 each; a sleeper is woken only when its
+    /// list has `batch_requests = min(128/4, 32) = 32` free, and new
+    /// submitters take free slots before sleepers get them.
+    pub fn linux_24() -> Self {
+        EngineConfig {
+            nr_requests: [64, 64],
+            batch_requests: 32,
+            steal: true,
+            inflight_limit: None,
             time_limit: Instant::NEVER,
         }
     }
@@ -81,6 +119,8 @@ pub struct Engine {
     in_flight: FxHashMap<RequestId, (Request, Instant)>,
     /// Slots used per direction, and submitters waiting for one.
     allocated: [usize; 2],
+    /// Sectors queued in the policy or in flight (for `inflight_limit`).
+    sectors_allocated: u64,
     waiting: [VecDeque<Request>; 2],
     completed: u64,
     last_completion: Instant,
@@ -104,6 +144,7 @@ impl Engine {
             parts: FxHashMap::default(),
             in_flight: FxHashMap::default(),
             allocated: [0, 0],
+            sectors_allocated: 0,
             waiting: [VecDeque::new(), VecDeque::new()],
             completed: 0,
             last_completion: Instant::ZERO,
@@ -213,16 +254,61 @@ impl Engine {
     /// Give `request` a slot and the policy, or queue it for a slot.
     fn admit(&mut self, request: Request) {
         let dir = dir_of(&request);
-        if self.allocated[dir] >= self.config.nr_requests[dir] || !self.waiting[dir].is_empty() {
+        let behind = !self.waiting[dir].is_empty() && !self.config.steal;
+        if behind || !self.may_allocate(dir) {
             self.waiting[dir].push_back(request);
         } else {
             self.insert(request);
         }
     }
 
+    /// Whether a new request of direction `dir` may take a slot now.
+    fn may_allocate(&self, dir: usize) -> bool {
+        self.allocated[dir] < self.config.nr_requests[dir]
+            && self
+                .config
+                .inflight_limit
+                .is_none_or(|limit| self.sectors_allocated <= limit)
+    }
+
+    /// After a completion: wake one sleeper (the kernel's exclusive wait)
+    /// per direction whose list has a batch of free slots (and, under an
+    /// in-flight limit, once the sectors fell to three quarters of it).
+    fn wake_waiters(&mut self) {
+        if let Some(limit) = self.config.inflight_limit {
+            if self.sectors_allocated > limit - limit / 4 {
+                return;
+            }
+        }
+        for dir in [READ, WRITE] {
+            let free = self.config.nr_requests[dir].saturating_sub(self.allocated[dir]);
+            // 2.4 sizes the batch as min(nr_requests / 4, 32).
+            let batch = self
+                .config
+                .batch_requests
+                .min(self.config.nr_requests[dir] / 4)
+                .max(1);
+            if self.waiting[dir].is_empty() || free < batch {
+                continue;
+            }
+            // A woken request that merges took no slot: wake the next one.
+            while self.may_allocate(dir) {
+                let Some(next) = self.waiting[dir].pop_front() else {
+                    break;
+                };
+                let before = self.allocated[dir];
+                self.insert(next);
+                if self.allocated[dir] > before {
+                    break;
+                }
+            }
+        }
+    }
+
     fn insert(&mut self, mut request: Request) {
         let dir = dir_of(&request);
         request.arrival = self.now;
+        self.sectors_allocated += u64::from(request.sectors);
         let before = self.sched.queued();
         self.sched.insert(request, self.now);
         // A merge takes no new slot; coalescing two queued requests frees one.
@@ -261,12 +347,10 @@ impl Engine {
         self.sched.complete(&request, self.now);
         let dir = dir_of(&request);
         self.allocated[dir] = self.allocated[dir].saturating_sub(1);
-        while self.allocated[dir] < self.config.nr_requests[dir] {
-            let Some(next) = self.waiting[dir].pop_front() else {
-                break;
-            };
-            self.insert(next);
-        }
+        self.sectors_allocated = self
+            .sectors_allocated
+            .saturating_sub(u64::from(request.sectors));
+        self.wake_waiters();
         let service = self.now.since(dispatched.max(self.last_completion));
         self.last_completion = self.now;
         let total_sectors = u64::from(request.sectors.max(1));
