@@ -40,7 +40,8 @@ enum Command {
         /// Seed for every random choice (default: the scenario's).
         #[arg(long)]
         seed: Option<u64>,
-        /// Tunable override, POLICY.TUNABLE=VALUE (repeatable).
+        /// Tunable override, POLICY.TUNABLE=VALUE (repeatable); `block.NAME=VALUE`
+        /// sets the block layer (nr_requests, batch_requests, steal, inflight_limit in bytes).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
         #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -143,11 +144,21 @@ fn parse_set(s: &str) -> Result<(String, String, i64)> {
     let (key, value) = s.split_once('=').ok_or_else(bad)?;
     let (policy, tunable) = key.split_once('.').ok_or_else(bad)?;
     let value: i64 = value.trim().parse().map_err(|_| bad())?;
+    if policy.trim() == "block" {
+        let mut probe = elevator_sim_config();
+        elevator_scenario::apply_block(&mut probe, tunable.trim(), value)
+            .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
+        return Ok(("block".into(), tunable.trim().to_string(), value));
+    }
     let t = elevator_sched::find(policy.trim())
         .ok_or_else(|| anyhow!("--set {s:?}: unknown scheduler {policy:?}"))?;
     t.tunables([(tunable.trim(), value)])
         .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
     Ok((policy.trim().to_string(), tunable.trim().to_string(), value))
+}
+
+fn elevator_sim_config() -> elevator_sim::EngineConfig {
+    elevator_sim::EngineConfig::default()
 }
 
 /// Run, with a progress bar on a terminal once the run has taken a second.
@@ -197,6 +208,9 @@ fn list(out: &mut Vec<u8>) -> Result<()> {
             t.name, honours, t.about
         )?;
     }
+    // The group layers sit in front of the policy, so they work with all.
+    writeln!(out, "layer     io.max         honours limits       blk-throttle: per-group bytes/s and IOPS limits, in front of any policy")?;
+    writeln!(out, "layer     io.latency     honours targets      per-group latency targets: looser siblings get less queue depth, any policy")?;
     for (name, about) in elevator_device::builtin_profiles() {
         writeln!(out, "device    {name:<14} {about}")?;
     }

@@ -7,7 +7,7 @@
 //! track skew), minus what the buffer saves:
 //!
 //! * **Seek**: a √/linear curve fitted to the datasheet's track-to-track,
-//!   average and full-stroke times ([`seek`]).
+//!   average and full-stroke times, or a measured table ([`seek`]).
 //! * **Rotation**: the angle is `(t mod T) / T`, a pure function of time;
 //!   no random draw ([`geometry`]).
 //! * **Zoned recording**: sectors per track fall from LBA 0 (outer) inward.
@@ -17,9 +17,10 @@
 //!   elapsed, when the next command arrives; a read that continues the
 //!   stream is served as the head reaches it, without repositioning.
 //! * **Write cache**: with it on, a write completes once its data is in the
-//!   buffer; dirty runs are written back (destaged) in C-LOOK order while
-//!   the drive is idle, or in the foreground when the buffer is full or a
-//!   flush arrives. With it off, a write completes when it is on the media.
+//!   buffer; dirty runs are written back (destaged) in C-LOOK order as
+//!   soon as the drive is idle (which ends any read-ahead), or in the
+//!   foreground when the buffer is full or a flush arrives. With it off,
+//!   a write completes when it is on the media.
 //! * **Queueing**: depth 1 is plain FIFO; with NCQ the drive picks the
 //!   queued command with the shortest positioning time (SPTF), with an age
 //!   limit against starvation. A flush is a barrier: commands queued before
@@ -32,6 +33,17 @@
 //! drive is destaging on its own, it is committed at once so that its
 //! completion time is known to [`Device::next_completion`].
 //!
+//! Simplifications: spare cylinders and slipped sectors are not laid out;
+//! the SPTF key treats a read of dirty data as a miss (it is still served
+//! from the buffer); a flush waits for everything dirty, not only for what
+//! was acknowledged before it.
+//!
+//! Validation: replaying DiskSim's `ibm18es.trace` (10 000 requests with
+//! the real drive's measured service times) against the `ibm18es` profile
+//! gives a mean service time 2 % below the measured one and a demerit
+//! (RMS distance between the two distributions) of 0.22 ms, 4 % of the
+//! mean, against 0.135 ms for DiskSim's own model (`tests/calibration.rs`).
+//!
 //! Invariants: at most one mechanical operation at a time; whenever a
 //! command is queued, a host command is running on the mechanism and its
 //! completion is scheduled; every submitted request is scheduled for
@@ -43,10 +55,10 @@ pub(crate) mod seek;
 
 use crate::completions::Completions;
 use crate::{Device, DeviceStats};
-use cache::{DirtySet, Segments};
+use cache::{DirtySet, Lookup, Segments};
 use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId, Sector, SECTOR_SIZE};
 use geometry::{Geometry, Place, ZoneSpec};
-use seek::SeekCurve;
+use seek::Seek;
 
 /// Everything a disk model is built from (validated by the profile
 /// loader).
@@ -56,7 +68,7 @@ pub(crate) struct HddParams {
     pub rpm: u32,
     pub surfaces: u32,
     pub zones: Vec<ZoneSpec>,
-    pub seek: SeekCurve,
+    pub seek: Seek,
     pub head_switch: Duration,
     pub cylinder_switch: Duration,
     pub write_settle: Duration,
@@ -95,6 +107,8 @@ struct Job {
     end: Sector,
     seq: u64,
     arrival: Instant,
+    /// Where `start` is on the platters (located once, at submission).
+    place: Place,
 }
 
 /// The head reading ahead into a segment while the drive is otherwise
@@ -163,17 +177,23 @@ impl Hdd {
     }
 
     fn bus(&self, sectors: u64) -> Duration {
-        Duration((sectors as f64 * self.bus_ns_per_sector).round() as u64)
+        // Non-negative, so adding a half and truncating rounds.
+        Duration((sectors as f64 * self.bus_ns_per_sector + 0.5) as u64)
     }
 
     fn seek_time(&self, cylinders: u32) -> Duration {
-        Duration((self.p.seek.time_ms(cylinders) * 1e6).round() as u64)
+        Duration((self.p.seek.time_ms(cylinders) * 1e6 + 0.5) as u64)
     }
 
     /// When the start of `lba` comes under the head if positioning from
     /// `head` starts at `ready`; also the target's place.
     fn reach(&self, head: Head, lba: Sector, ready: Instant, write: bool) -> (Instant, Place) {
         let place = self.geo.locate(lba);
+        (self.reach_place(head, place, ready, write), place)
+    }
+
+    /// [`Hdd::reach`] for a sector already located.
+    fn reach_place(&self, head: Head, place: Place, ready: Instant, write: bool) -> Instant {
         let mut t = ready;
         let moved = if place.cylinder != head.cylinder {
             t += self.seek_time(place.cylinder.abs_diff(head.cylinder));
@@ -187,8 +207,7 @@ impl Hdd {
         if write && moved {
             t += self.p.write_settle;
         }
-        t += self.geo.rotational_wait(place.angle_ns, t);
-        (t, place)
+        t + self.geo.rotational_wait(place.angle_ns, t)
     }
 
     /// Move the heads to `lba` (counting the seek) and return when its
@@ -224,17 +243,6 @@ impl Hdd {
         (ra.origin + done, done < span)
     }
 
-    /// When the read-ahead fills its segment (or now, if none runs).
-    fn readahead_end(&self) -> Instant {
-        match &self.readahead {
-            Some(ra) => {
-                let span = ra.limit.saturating_sub(ra.origin);
-                self.geo.run_end(ra.origin, span, ra.origin_at)
-            }
-            None => Instant::ZERO,
-        }
-    }
-
     /// Account for the read-ahead done by `t`: grow its segment, move the
     /// heads along, and forget it once the segment is full.
     fn settle_readahead(&mut self, t: Instant) {
@@ -247,9 +255,13 @@ impl Hdd {
         if pos > ra.origin {
             self.park_after(pos);
         }
-        if !running {
-            self.readahead = None;
-        }
+        self.readahead = running.then(|| ReadAhead {
+            // Restart the stream's clock at the next sector, so later
+            // questions about it span a segment, not the whole stream.
+            origin: pos,
+            origin_at: self.geo.run_start(ra.origin, pos - ra.origin, ra.origin_at),
+            ..ra
+        });
     }
 
     /// The heads at `t`, counting read-ahead, without changing state.
@@ -272,42 +284,39 @@ impl Hdd {
         }
     }
 
-    /// Whether a read of `start..end` at `t` is served without moving the
-    /// heads: from a segment, from dirty data, or by the running stream.
-    fn is_hit(&self, start: Sector, end: Sector) -> bool {
-        if self.segments.find_containing(start, end).is_some() || self.dirty.contains(start, end) {
-            return true;
-        }
-        match &self.readahead {
-            Some(ra) => {
-                let seg = self.segments.get(ra.segment);
-                seg.start <= start && start <= seg.end.max(ra.limit)
-            }
-            None => false,
-        }
+    /// Whether a read from `start` is served by the running read-ahead
+    /// stream, without moving the heads.
+    fn in_stream(&self, start: Sector) -> bool {
+        self.readahead.is_some_and(|ra| {
+            let seg = self.segments.get(ra.segment);
+            seg.start <= start && start <= seg.end.max(ra.limit)
+        })
     }
 
     /// Positioning time of `job` if started at `t` (the SPTF key).
-    fn positioning(&self, job: &Job, head: Head, t: Instant) -> Duration {
-        let (target, ready, write) = match job.op {
+    /// `destage` is where a blocked write's destaging would start. A read
+    /// of dirty data is keyed as a miss: the check would cost a search of
+    /// the dirty runs per candidate, and such reads are rare (they are
+    /// still served from the buffer).
+    fn positioning(&self, job: &Job, head: Head, t: Instant, destage: Option<Place>) -> Duration {
+        let (place, ready, write) = match job.op {
             Op::Flush => return Duration::ZERO,
             Op::Read => {
-                if self.is_hit(job.start, job.end) {
-                    return Duration::ZERO;
-                }
-                let from = self
-                    .segments
-                    .find_start(job.start)
-                    .map_or(job.start, |i| self.segments.get(i).end);
-                (from, t + self.p.read_miss_overhead, false)
+                let place = match self.segments.lookup(job.start, job.end) {
+                    Lookup::Whole(_) => return Duration::ZERO,
+                    _ if self.in_stream(job.start) => return Duration::ZERO,
+                    Lookup::Front(i) => self.geo.locate(self.segments.get(i).end),
+                    Lookup::None => job.place,
+                };
+                (place, t + self.p.read_miss_overhead, false)
             }
-            Op::Write if self.p.write_cache => match self.dirty.peek_next(head.lba) {
-                Some(lba) => (lba, t, true),
+            Op::Write if self.p.write_cache => match destage {
+                Some(place) => (place, t, true),
                 None => return Duration::ZERO,
             },
-            Op::Write => (job.start, t + self.p.write_overhead, true),
+            Op::Write => (job.place, t + self.p.write_overhead, true),
         };
-        self.reach(head, target, ready, write).0.since(t)
+        self.reach_place(head, place, ready, write).since(t)
     }
 
     /// Which queued command the drive serves next, at `t`.
@@ -337,12 +346,13 @@ impl Hdd {
             return oldest;
         }
         let head = self.head_at(t);
+        let destage = self.dirty.peek_next(head.lba).map(|l| self.geo.locate(l));
         let mut best = (Duration::MAX, u64::MAX, oldest);
         for (i, j) in self.pending.iter().enumerate() {
             if j.op == Op::Flush || j.seq > barrier {
                 continue;
             }
-            let key = (self.positioning(j, head, t), j.seq, i);
+            let key = (self.positioning(j, head, t, destage), j.seq, i);
             if key < best {
                 best = key;
             }
@@ -389,7 +399,8 @@ impl Hdd {
                 return hit_end.max(media_end + self.bus(1));
             }
         }
-        if let Some(i) = self.segments.find_containing(job.start, job.end) {
+        let lookup = self.segments.lookup(job.start, job.end);
+        if let Lookup::Whole(i) = lookup {
             self.segments.touch(i);
             return hit_end;
         }
@@ -399,12 +410,12 @@ impl Hdd {
         // A miss: the heads leave the stream. A segment holding the front
         // of the request is continued, otherwise the oldest is reused.
         self.readahead = None;
-        let (segment, seg_start, from) = match self.segments.find_start(job.start) {
-            Some(i) => {
+        let (segment, seg_start, from) = match lookup {
+            Lookup::Front(i) => {
                 let s = *self.segments.get(i);
                 (i, s.start, s.end)
             }
-            None => (self.segments.take_lru(), job.start, job.start),
+            _ => (self.segments.take_lru(), job.start, job.start),
         };
         let ready = t + self.p.read_miss_overhead;
         let arrive = self.position(from, ready, false);
@@ -419,7 +430,11 @@ impl Hdd {
             origin_at: arrive,
             limit,
         });
-        (ready + self.bus(len)).max(media_end + self.bus(1))
+        // Sectors go to the host as they come off the media, no faster than
+        // the interface allows: the slower of the two sets the end.
+        (ready + self.bus(len))
+            .max(arrive + self.bus(job.end - from))
+            .max(media_end + self.bus(1))
     }
 
     fn run_write_through(&mut self, job: &Job, t: Instant) -> Instant {
@@ -501,9 +516,8 @@ impl Hdd {
                 continue;
             }
             if self.p.write_cache && !self.dirty.is_empty() {
-                // Idle: read-ahead fills its segment first, then the drive
-                // writes back.
-                let s = self.free_at.max(self.readahead_end());
+                // Idle: write back at once; destaging stops read-ahead.
+                let s = self.free_at;
                 if s < now {
                     self.free_at = self.destage_one(s);
                     continue;
@@ -537,15 +551,20 @@ impl Device for Hdd {
             end,
             seq: self.next_seq,
             arrival: now,
+            place: self.geo.locate(start),
         };
         self.next_seq += 1;
         let len = end - start;
         let blocked_writes = self.pending.iter().any(|j| j.op == Op::Write);
         if job.op == Op::Write && self.p.write_cache && !blocked_writes && self.dirty.fits(len) {
-            // Write-back: done once the data is in the buffer.
+            // Write-back: done once the data is in the buffer. An idle
+            // mechanism cannot have started writing it back before it came.
+            let acked = now + self.p.write_overhead + self.bus(len);
             self.accept_write(start, end);
-            self.done
-                .schedule(job.id, now + self.p.write_overhead + self.bus(len));
+            self.done.schedule(job.id, acked);
+            if self.free_at < acked && self.host_until <= now {
+                self.free_at = acked;
+            }
             return;
         }
         self.pending.push(job);
@@ -573,5 +592,115 @@ impl Device for Hdd {
 
     fn stats(&self) -> DeviceStats {
         self.done.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{parse, Device};
+    use elevator_core::{Instant, Op, Request, RequestId};
+
+    fn profile(name: &str, edit: impl Fn(String) -> String) -> Box<dyn Device> {
+        let text = match name {
+            "ide-2003" => include_str!("../profiles/ide-2003.toml"),
+            _ => include_str!("../profiles/sata-hdd.toml"),
+        };
+        parse(name, &edit(text.to_string())).unwrap()
+    }
+
+    fn req(id: u64, op: Op, sector: u64, sectors: u32) -> Request {
+        let mut r = Request::read(id, 0, sector, sectors);
+        r.op = op;
+        r
+    }
+
+    /// Submit `r` at `now` on an idle device and return when it completes.
+    fn serve(dev: &mut dyn Device, r: &Request, now: Instant) -> Instant {
+        dev.submit(r, now);
+        let due = dev.next_completion().unwrap();
+        assert_eq!(dev.complete(due), Some(r.id));
+        due
+    }
+
+    #[test]
+    fn without_write_cache_each_sequential_write_waits_a_revolution() {
+        let mut dev = profile("ide-2003", |t| {
+            t.replace("write_cache = true", "write_cache = false")
+        });
+        let mut now = Instant::ZERO;
+        let mut times = Vec::new();
+        for k in 0..20 {
+            let done = serve(dev.as_mut(), &req(k, Op::Write, 1_000_000 + k * 8, 8), now);
+            times.push(done.since(now).as_millis_f64());
+            now = done;
+        }
+        // After the first, each write just misses its sector: one
+        // revolution (8.33 ms) less the overhead, plus the transfer.
+        for t in &times[1..] {
+            assert!((7.5..9.0).contains(t), "{times:?}");
+        }
+    }
+
+    #[test]
+    fn idle_time_destages_so_a_later_flush_is_quick() {
+        let mut dev = profile("ide-2003", |t| t);
+        let mut now = Instant::ZERO;
+        for k in 0..16 {
+            now = serve(dev.as_mut(), &req(k, Op::Write, k * 1_000_000, 8), now);
+        }
+        // One second of idleness is plenty to write 16 blocks back.
+        let later = now + elevator_core::Duration::from_secs(1);
+        let done = serve(dev.as_mut(), &req(99, Op::Flush, 0, 0), later);
+        assert!(done.since(later).as_millis_f64() < 0.1);
+        assert!(dev.stats().seeks >= 15);
+    }
+
+    #[test]
+    fn a_queued_flush_is_a_barrier() {
+        let mut dev = profile("sata-hdd", |t| t);
+        let cap = dev.limits().capacity;
+        let now = Instant::ZERO;
+        // Three scattered reads, a flush, then two more reads: the flush
+        // completes after the first three and before the last two.
+        for (id, op, frac) in [
+            (1, Op::Read, 0.9),
+            (2, Op::Read, 0.1),
+            (3, Op::Read, 0.5),
+            (4, Op::Flush, 0.0),
+            (5, Op::Read, 0.11),
+            (6, Op::Read, 0.89),
+        ] {
+            let sector = (cap as f64 * frac) as u64 / 8 * 8;
+            dev.submit(&req(id, op, sector, 8), now);
+        }
+        let mut order = Vec::new();
+        while let Some(t) = dev.next_completion() {
+            while let Some(RequestId(id)) = dev.complete(t) {
+                order.push(id);
+            }
+        }
+        let flush_at = order.iter().position(|&i| i == 4).unwrap();
+        assert_eq!(flush_at, 3, "{order:?}");
+        assert_eq!(dev.in_flight(), 0);
+        assert_eq!(dev.stats().requests, 6);
+    }
+
+    #[test]
+    fn sptf_serves_the_nearest_first() {
+        let mut dev = profile("sata-hdd", |t| t);
+        let cap = dev.limits().capacity;
+        let sector = |f: f64| (cap as f64 * f) as u64 / 8 * 8;
+        // The heads start at cylinder 0: after the first read, the near
+        // request goes before the far one queued earlier.
+        dev.submit(&req(1, Op::Read, sector(0.3), 8), Instant::ZERO);
+        dev.submit(&req(2, Op::Read, sector(0.95), 8), Instant::ZERO);
+        dev.submit(&req(3, Op::Read, sector(0.31), 8), Instant::ZERO);
+        let mut order = Vec::new();
+        while let Some(t) = dev.next_completion() {
+            while let Some(RequestId(id)) = dev.complete(t) {
+                order.push(id);
+            }
+        }
+        assert_eq!(order, vec![1, 3, 2]);
     }
 }

@@ -15,11 +15,13 @@
 //!
 //! # Models
 //!
-//! * Hard disks after Ruemmler & Wilkes (IEEE Computer,
-//!   1994): fitted √/linear seek curve, rotation derived from `now`, zoned
-//!   recording with track skew, a segmented read-ahead buffer, write-back
-//!   caching and NCQ with shortest-positioning-time-first. Profiles
-//!   `ide-2003`, `sata-hdd`, and `ibm18es` (DiskSim's validated Ultrastar).
+//! * Hard disks after Ruemmler & Wilkes (IEEE Computer, 1994): a √/linear
+//!   seek curve fitted to datasheet figures (or a measured table), rotation
+//!   derived from `now`, zoned recording with track skew, DiskSim's
+//!   segmented read-ahead buffer, write-back caching and NCQ with
+//!   shortest-positioning-time-first. Profiles `ide-2003`, `sata-hdd`, and
+//!   `ibm18es` (DiskSim's validated Ultrastar 18ES, which replays its
+//!   measured trace with a 0.22 ms demerit).
 //! * SSDs with channel/die/plane parallelism, striped mapping, a write
 //!   buffer and a host link with per-command cost, in MQSim's vocabulary
 //!   (Tavakkol et al., FAST 2018). Profiles `ssd-sata-2016` (the Plextor
@@ -29,7 +31,8 @@
 //!   `sdcard-2009`.
 //!
 //! All models answer in O(1) or O(queue depth) per request and allocate
-//! nothing after construction: they sit on the simulator's hot path.
+//! nothing after construction: they sit on the simulator's hot path
+//! (`benches/devices.rs`).
 //!
 //! Build one with [`open`] (a built-in name or a `.toml` path) or
 //! [`parse`]; [`builtin_profiles`] lists the built-ins.

@@ -11,7 +11,7 @@
 //! file, the line and the key.
 
 use crate::hdd::geometry::{skew_for, ZoneSpec};
-use crate::hdd::seek::{SeekCurve, SeekFitError};
+use crate::hdd::seek::{Seek, SeekCurve, SeekFitError};
 use crate::hdd::{Hdd, HddParams};
 use crate::sdcard::{SdCard, SdParams};
 use crate::ssd::{Ssd, SsdParams};
@@ -310,9 +310,11 @@ struct HddInterface {
 struct HddMechanics {
     rpm: u32,
     surfaces: u32,
-    track_to_track_ms: f64,
-    average_seek_ms: f64,
-    full_stroke_ms: f64,
+    track_to_track_ms: Option<f64>,
+    average_seek_ms: Option<f64>,
+    full_stroke_ms: Option<f64>,
+    /// Measured `[distance, ms]` points, instead of the three figures.
+    seek_table: Option<Vec<(u32, f64)>>,
     head_switch_ms: f64,
     cylinder_switch_ms: f64,
     write_settle_ms: f64,
@@ -368,13 +370,6 @@ impl HddFile {
         )?;
         let rpm = c.check("mechanics.rpm", m.rpm, 1_000..=20_000)?;
         let surfaces = c.check("mechanics.surfaces", m.surfaces, 1..=64)?;
-        let t1 = c.check(
-            "mechanics.track_to_track_ms",
-            m.track_to_track_ms,
-            0.01..=20.0,
-        )?;
-        let avg = c.check("mechanics.average_seek_ms", m.average_seek_ms, 0.1..=50.0)?;
-        let full = c.check("mechanics.full_stroke_ms", m.full_stroke_ms, 0.1..=100.0)?;
         let hs = c.check("mechanics.head_switch_ms", m.head_switch_ms, 0.0..=20.0)?;
         let cs = c.check(
             "mechanics.cylinder_switch_ms",
@@ -384,19 +379,7 @@ impl HddFile {
         let settle = c.check("mechanics.write_settle_ms", m.write_settle_ms, 0.0..=20.0)?;
         let zones = self.layout.zones(c, rpm, hs, cs)?;
         let cylinders: u32 = zones.iter().map(|z| z.cylinders).sum();
-        let seek = SeekCurve::fit(cylinders, t1, avg, full).map_err(|e| match e {
-            SeekFitError::NotIncreasing => c.error(
-                "mechanics.average_seek_ms",
-                "seek times must grow: track_to_track_ms < average_seek_ms < full_stroke_ms",
-            ),
-            SeekFitError::AverageOutOfReach { lowest, highest } => c.error(
-                "mechanics.average_seek_ms",
-                format!(
-                    "no square-root/linear seek curve through {t1} ms and {full} ms \
-                     averages {avg} ms: it must lie between {lowest:.3} and {highest:.3} ms"
-                ),
-            ),
-        })?;
+        let seek = m.seek(c, cylinders)?;
         let ctl = &self.controller;
         let read_miss = c.check(
             "controller.read_miss_overhead_ms",
@@ -452,6 +435,59 @@ impl HddFile {
             max_sectors,
             age_limit: ms(age),
         })
+    }
+}
+
+impl HddMechanics {
+    /// The seek model: a measured table, or a curve fitted to the
+    /// track-to-track, average and full-stroke figures.
+    fn seek(&self, c: &Ctx, cylinders: u32) -> Result<Seek, ProfileError> {
+        let figures = [
+            self.track_to_track_ms,
+            self.average_seek_ms,
+            self.full_stroke_ms,
+        ];
+        match (&self.seek_table, figures) {
+            (Some(points), [None, None, None]) => {
+                if points.is_empty() {
+                    return Err(c.error("mechanics.seek_table", "needs at least one point"));
+                }
+                let mut last = 0;
+                for (i, &(d, ms)) in points.iter().enumerate() {
+                    let key = format!("mechanics.seek_table[{i}]");
+                    if d <= last {
+                        return Err(c.error(&key, "distances must increase from 1"));
+                    }
+                    c.check(&key, ms, 0.0..=100.0)?;
+                    last = d;
+                }
+                Ok(Seek::Table(points.clone()))
+            }
+            (None, [Some(t1), Some(avg), Some(full)]) => {
+                let t1 = c.check("mechanics.track_to_track_ms", t1, 0.01..=20.0)?;
+                let avg = c.check("mechanics.average_seek_ms", avg, 0.1..=50.0)?;
+                let full = c.check("mechanics.full_stroke_ms", full, 0.1..=100.0)?;
+                let curve = SeekCurve::fit(cylinders, t1, avg, full).map_err(|e| match e {
+                    SeekFitError::NotIncreasing => c.error(
+                        "mechanics.average_seek_ms",
+                        "seek times must grow: track_to_track_ms < average_seek_ms < full_stroke_ms",
+                    ),
+                    SeekFitError::AverageOutOfReach { lowest, highest } => c.error(
+                        "mechanics.average_seek_ms",
+                        format!(
+                            "no square-root/linear seek curve through {t1} ms and {full} ms \
+                             averages {avg} ms: it must lie between {lowest:.3} and {highest:.3} ms"
+                        ),
+                    ),
+                })?;
+                Ok(Seek::Fitted(curve))
+            }
+            _ => Err(c.error(
+                "mechanics",
+                "give either seek_table, or all of track_to_track_ms, average_seek_ms \
+                 and full_stroke_ms",
+            )),
+        }
     }
 }
 

@@ -300,4 +300,51 @@ mod tests {
         c.prune(Instant(96));
         assert_eq!(c.busy.len(), 2);
     }
+
+    /// Long sequential writes: the buffer fills, then writes go at the
+    /// flash program rate (units x page / tPROG) when that is below the
+    /// link rate.
+    #[test]
+    fn sustained_writes_run_at_the_program_rate_once_the_buffer_is_full() {
+        let p = SsdParams {
+            name: "slow".into(),
+            capacity_sectors: 1 << 30,
+            queue_depth: 4,
+            max_sectors: 256,
+            channels: 2,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            page_bytes: 16 << 10,
+            read_latency: Duration::from_micros(50),
+            program_latency: Duration::from_millis(1),
+            channel_rate: 400e6,
+            link_rate: 500e6,
+            command_overhead: Duration::ZERO,
+            firmware_latency: Duration::ZERO,
+            write_buffer_bytes: 1 << 20,
+        };
+        let mut ssd = Ssd::new(p);
+        let mut now = Instant::ZERO;
+        let (mut id, mut bytes) = (0u64, 0u64);
+        for _ in 0..4 {
+            ssd.submit(&Request::write(id, 0, id * 256, 256), now);
+            id += 1;
+        }
+        let mut start_late = None;
+        while id < 2000 {
+            now = ssd.next_completion().unwrap();
+            while ssd.complete(now).is_some() {
+                if id == 1000 {
+                    start_late = Some((now, bytes));
+                }
+                bytes += 128 << 10;
+                ssd.submit(&Request::write(id, 0, id * 256, 256), now);
+                id += 1;
+            }
+        }
+        let (t0, b0) = start_late.unwrap();
+        let rate = (bytes - b0) as f64 / now.since(t0).as_secs_f64();
+        // 2 units x 16 KiB per (1 ms + 41 us data-in) = 31.5 MB/s.
+        assert!((30e6..33e6).contains(&rate), "{rate}");
+    }
 }

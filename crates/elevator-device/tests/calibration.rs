@@ -542,3 +542,87 @@ fn bad_profile_text_names_the_line_and_the_key() {
         Err(ProfileError::NotFound { .. })
     ));
 }
+
+// ----------------------------------------------------- ibm18es replay --
+
+/// Replay DiskSim's validation trace for the IBM Ultrastar 18ES against
+/// the `ibm18es` profile. Each line is `R|W Hit|Miss blkno sectors
+/// service_us next_us`: the real drive's measured service time, and the
+/// gap from this request's completion to the next arrival (closed loop).
+/// Reports the mean and the RMS error of service times, and DiskSim's
+/// "demerit" (the RMS distance between the two service-time
+/// distributions). DiskSim's own model scores a demerit of 0.135 ms.
+#[test]
+fn ibm18es_trace_replay() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/traces/disksim-validation/ibm18es.trace"
+    );
+    let Ok(text) = std::fs::read_to_string(path) else {
+        println!("ibm18es replay skipped: {path} not found");
+        return;
+    };
+    let mut dev = open("ibm18es").unwrap();
+    let mut now = Instant::ZERO;
+    let (mut model, mut real) = (Vec::new(), Vec::new());
+    let (mut model_r, mut real_r) = (Vec::new(), Vec::new());
+    for (i, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 {
+            continue;
+        }
+        let op = if f[0] == "W" { Op::Write } else { Op::Read };
+        let mut r = Request::read(i as u64, 0, f[2].parse().unwrap(), f[3].parse().unwrap());
+        r.op = op;
+        let measured: f64 = f[4].parse().unwrap();
+        let gap: f64 = f[5].parse().unwrap();
+        dev.submit(&r, now);
+        let done = dev.next_completion().unwrap();
+        assert_eq!(dev.complete(done), Some(r.id));
+        let service = done.since(now).as_millis_f64();
+        model.push(service);
+        real.push(measured / 1e3);
+        if op == Op::Read {
+            model_r.push(service);
+            real_r.push(measured / 1e3);
+        }
+        now = done + elevator_core::Duration::from_secs_f64(gap / 1e6);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let rms = |a: &[f64], b: &[f64]| {
+        (a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>() / a.len() as f64).sqrt()
+    };
+    let demerit = |a: &[f64], b: &[f64]| {
+        let (mut a, mut b) = (a.to_vec(), b.to_vec());
+        a.sort_by(f64::total_cmp);
+        b.sort_by(f64::total_cmp);
+        rms(&a, &b)
+    };
+    let (mm, mr) = (mean(&model), mean(&real));
+    let d = demerit(&model, &real);
+    println!(
+        "ibm18es replay of {} requests: mean service model {mm:.3} ms, measured {mr:.3} ms; \
+         per-request RMS error {:.3} ms; demerit {d:.3} ms ({:.1}% of the mean; DiskSim 0.135 ms)",
+        model.len(),
+        rms(&model, &real),
+        100.0 * d / mr
+    );
+    println!(
+        "ibm18es reads only: model {:.3} ms, measured {:.3} ms, demerit {:.3} ms",
+        mean(&model_r),
+        mean(&real_r),
+        demerit(&model_r, &real_r)
+    );
+    let (mut a, mut b) = (model_r.clone(), real_r.clone());
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    let q = |v: &[f64], q: f64| v[(q * v.len() as f64) as usize];
+    println!(
+        "ibm18es read quantiles (model/measured ms): {}",
+        [0.1, 0.3, 0.5, 0.7, 0.9, 0.99]
+            .map(|p| format!("p{:.0} {:.2}/{:.2}", p * 100.0, q(&a, p), q(&b, p)))
+            .join(", ")
+    );
+    assert!(d < 0.3, "demerit {d} ms");
+    assert!((mm - mr).abs() < 0.05 * mr, "mean {mm} vs {mr}");
+}

@@ -17,6 +17,9 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "group-read-unlimited",
     "group-random-vs-sequential",
     "group-weights-1-vs-4",
+    "lowlatency-24",
+    "ioprio-17-sync",
+    "ioprio-17-async",
 ];
 
 /// Names and descriptions of the built-in scenarios.

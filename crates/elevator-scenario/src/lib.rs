@@ -20,5 +20,5 @@ mod units;
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
 pub use parse::{JobTemplate, Scenario, Sweep};
-pub use run::{run, run_one, RunOptions};
+pub use run::{apply_block, run, run_one, RunOptions};
 pub use units::{parse_duration, parse_size};

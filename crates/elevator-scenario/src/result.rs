@@ -3,7 +3,7 @@
 
 use crate::parse::{JobTemplate, RawResultChecked};
 use elevator_core::Instant;
-use elevator_metrics::JobReport;
+use elevator_metrics::{GroupReport, JobReport};
 use std::str::FromStr;
 
 /// A per-job figure, or a whole-run one.
@@ -19,6 +19,8 @@ pub enum Metric {
     LatP99Ms,
     LatMaxMs,
     PctOver2s,
+    /// A group's share of the jobs' device time (with `group`).
+    DiskShare,
     /// Bytes of every job over the simulated time, in MB/s.
     AggregateMbS,
     /// Simulated seconds until the run ended.
@@ -39,12 +41,13 @@ impl FromStr for Metric {
             "lat_p99_ms" => Metric::LatP99Ms,
             "lat_max_ms" => Metric::LatMaxMs,
             "pct_over_2s" => Metric::PctOver2s,
+            "disk_share" => Metric::DiskShare,
             "aggregate_mb_s" => Metric::AggregateMbS,
             "simulated_s" => Metric::SimulatedS,
             other => match other.strip_prefix("extra:") {
                 Some(k) if !k.is_empty() => Metric::Extra(k.to_string()),
                 _ => return Err(format!(
-                    "unknown metric {other:?} (completion, finish_time, mb_s, iops, lat_mean_ms, lat_p99_ms, lat_max_ms, pct_over_2s, aggregate_mb_s, simulated_s, extra:NAME)"
+                    "unknown metric {other:?} (completion, finish_time, mb_s, iops, lat_mean_ms, lat_p99_ms, lat_max_ms, pct_over_2s, disk_share, aggregate_mb_s, simulated_s, extra:NAME)"
                 )),
             },
         })
@@ -81,6 +84,8 @@ pub struct ResultSpec {
     pub metric: Metric,
     /// Jobs named this, or `this.N`; `None`: every measured job.
     pub job: Option<String>,
+    /// Or: this control group's aggregate figures.
+    pub group: Option<String>,
     pub reduce: Reduce,
 }
 
@@ -104,6 +109,7 @@ impl ResultSpec {
             unit: r.unit.clone(),
             metric: r.metric.clone(),
             job: r.job.clone(),
+            group: r.group.clone(),
             reduce: r.reduce.unwrap_or(default),
         })
     }
@@ -122,7 +128,26 @@ impl ResultSpec {
     }
 
     /// The headline value of a run.
-    pub fn evaluate(&self, jobs: &[JobReport], measured: &[bool], end: Instant) -> f64 {
+    pub fn evaluate(
+        &self,
+        jobs: &[JobReport],
+        measured: &[bool],
+        groups: &[GroupReport],
+        end: Instant,
+    ) -> f64 {
+        if let Some(name) = &self.group {
+            let Some(g) = groups.iter().find(|g| &g.name == name) else {
+                return f64::NAN;
+            };
+            return match self.metric {
+                Metric::MbS => g.mb_s,
+                Metric::Iops => g.iops,
+                Metric::LatMeanMs => g.lat_mean_ms,
+                Metric::LatMaxMs => g.lat_max_ms,
+                Metric::DiskShare => g.disk_share,
+                _ => f64::NAN,
+            };
+        }
         let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
         let end_s = end.as_secs_f64();
         match &self.metric {
@@ -150,7 +175,7 @@ impl ResultSpec {
                 Metric::LatMaxMs => Some(j.lat_max_ms),
                 Metric::PctOver2s => Some(j.pct_over_2s),
                 Metric::Extra(k) => j.extra.get(k).copied(),
-                Metric::AggregateMbS | Metric::SimulatedS => None,
+                Metric::AggregateMbS | Metric::SimulatedS | Metric::DiskShare => None,
             })
             .collect();
         if values.is_empty() {

@@ -27,7 +27,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         }
     };
     let bytes = value * scale as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > 1e18 {
+    if !bytes.is_finite() || !(0.0..=1e18).contains(&bytes) {
         return Err(format!("bad size {s:?}: out of range"));
     }
     Ok(bytes.round() as u64)
@@ -62,7 +62,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         }
     };
     let ns = value * ns_per;
-    if !ns.is_finite() || ns < 0.0 || ns > 1e18 {
+    if !ns.is_finite() || !(0.0..=1e18).contains(&ns) {
         return Err(format!("bad duration {s:?}: out of range"));
     }
     Ok(Duration(ns.round() as u64))

@@ -140,7 +140,11 @@ impl SchedulerType {
 pub fn registry() -> &'static [SchedulerType] {
     &[
         policy::noop::TYPE,
+        policy::linus24::TYPE,
         policy::deadline::TYPE,
+        policy::anticipatory::TYPE,
+        policy::cfq::TYPE,
+        policy::deadline_mc::TYPE,
         policy::bfq::TYPE,
     ]
 }

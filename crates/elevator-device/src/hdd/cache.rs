@@ -25,10 +25,14 @@ pub struct Segment {
     pub used: u64,
 }
 
-impl Segment {
-    pub fn contains(&self, start: Sector, end: Sector) -> bool {
-        self.start <= start && end <= self.end && start < end
-    }
+/// What the segments hold of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// All of it, in this segment.
+    Whole(usize),
+    /// Its first sectors, in this segment.
+    Front(usize),
+    None,
 }
 
 /// The read segments.
@@ -52,16 +56,18 @@ impl Segments {
         &self.segs[i]
     }
 
-    /// The segment holding all of `start..end`, if any.
-    pub fn find_containing(&self, start: Sector, end: Sector) -> Option<usize> {
-        self.segs.iter().position(|s| s.contains(start, end))
-    }
-
-    /// A segment holding `start` (but not all of the request).
-    pub fn find_start(&self, start: Sector) -> Option<usize> {
-        self.segs
-            .iter()
-            .position(|s| s.start <= start && start < s.end)
+    /// Which segment holds `start..end`: all of it, or only its front.
+    pub fn lookup(&self, start: Sector, end: Sector) -> Lookup {
+        let mut found = Lookup::None;
+        for (i, s) in self.segs.iter().enumerate() {
+            if s.start <= start && start < s.end {
+                if end <= s.end {
+                    return Lookup::Whole(i);
+                }
+                found = Lookup::Front(i);
+            }
+        }
+        found
     }
 
     /// Mark segment `i` used now.
@@ -245,13 +251,14 @@ mod tests {
         s.set(a, 0, 50);
         s.extend(a, 180);
         assert_eq!((s.get(a).start, s.get(a).end), (80, 180));
-        assert_eq!(s.find_containing(100, 120), Some(a));
+        assert_eq!(s.lookup(100, 120), Lookup::Whole(a));
+        assert_eq!(s.lookup(170, 190), Lookup::Front(a));
         let b = s.take_lru();
         assert_ne!(a, b);
         s.set(b, 1000, 1010);
         assert!(s.invalidate(150, 160, Some(a)));
         assert_eq!(s.get(a).end, 150);
         s.invalidate(1000, 1001, None);
-        assert_eq!(s.find_start(1005), None);
+        assert_eq!(s.lookup(1005, 1006), Lookup::None);
     }
 }

@@ -124,8 +124,8 @@ impl Geometry {
         // Each earlier head switch in the zone added `track_skew`, each
         // cylinder switch `cylinder_skew`.
         let head_switches = track - cyl_in_zone;
-        let skew = (head_switches % z.spt) * z.track_skew + (cyl_in_zone % z.spt) * z.cylinder_skew;
-        let slot = (skew + sector) % z.spt;
+        // Products stay far below 2^64: tracks per zone times a skew.
+        let slot = (head_switches * z.track_skew + cyl_in_zone * z.cylinder_skew + sector) % z.spt;
         Place {
             cylinder: z.first_cylinder + cyl_in_zone as u32,
             head: head as u32,
@@ -184,26 +184,108 @@ impl Geometry {
         }
     }
 
+    /// When the start of sector `lba + n` passes the head, in a run from
+    /// `lba` whose first sector started at `start` (crossing into a new
+    /// zone adds the cylinder switch and the wait for its first sector).
+    pub fn run_start(&self, lba: Sector, n: u64, start: Instant) -> Instant {
+        let t = self.run_end(lba, n, start);
+        let next = lba + n;
+        if n == 0 || next >= self.capacity() {
+            return t;
+        }
+        let z = &self.zones[self.zone_index(next)];
+        if next == z.first_lba {
+            let t = t + Duration(self.cylinder_switch_ns);
+            return t + self.rotational_wait(self.locate(next).angle_ns, t);
+        }
+        let track = (next - z.first_lba) / z.spt;
+        if (next - z.first_lba) % z.spt != 0 {
+            return t;
+        }
+        // The first sector of a track comes one skew after the last one of
+        // the track before.
+        let skew = if track % self.surfaces == 0 {
+            z.cylinder_skew
+        } else {
+            z.track_skew
+        };
+        t + Duration(mul_div(skew, self.rev_ns, z.spt))
+    }
+
     /// How many whole sectors from `lba` (at most `limit`) have passed the
-    /// head by `t`, if the start of `lba` passed it at `start`.
+    /// head by `t`, if the start of `lba` passed it at `start`: the inverse
+    /// of [`Geometry::run_end`], in closed form per zone.
     pub fn sectors_done(&self, lba: Sector, start: Instant, t: Instant, limit: u64) -> u64 {
-        if t <= start {
-            return 0;
-        }
-        if self.run_end(lba, limit, start) <= t {
-            return limit;
-        }
-        // Binary search: run_end is monotone in n.
-        let (mut lo, mut hi) = (0u64, limit);
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if self.run_end(lba, mid, start) <= t {
-                lo = mid;
-            } else {
-                hi = mid;
+        let end = (lba + limit).min(self.capacity());
+        let mut pos = lba.min(end);
+        let mut at = start;
+        let mut zi = self.zone_index(pos);
+        while pos < end && at < t {
+            let z = &self.zones[zi];
+            let zone_end = end.min(z.end_lba);
+            // The most slots whose time, rounded down as in `in_zone_ns`,
+            // fits in the elapsed time.
+            // floor(slots · rev / spt) <= elapsed  <=>  slots <= ((elapsed + 1) · spt - 1) / rev
+            let elapsed = t.since(at).nanos();
+            let slots = match (elapsed + 1).checked_mul(z.spt) {
+                Some(p) => (p - 1) / self.rev_ns,
+                None => ((u128::from(elapsed) + 1) * u128::from(z.spt) - 1)
+                    .div_euclid(u128::from(self.rev_ns))
+                    .min(u128::from(u64::MAX)) as u64,
+            };
+            let n = self.in_zone_fit(z, pos, slots).min(zone_end - pos);
+            if pos + n < zone_end || zi + 1 >= self.zones.len() {
+                return pos + n - lba;
             }
+            // The whole rest of the zone passed: cross into the next one.
+            at += Duration(self.in_zone_ns(z, pos, n));
+            pos += n;
+            zi += 1;
+            at += Duration(self.cylinder_switch_ns);
+            at += self.rotational_wait(self.locate(pos).angle_ns, at);
         }
-        lo
+        pos - lba
+    }
+
+    /// The most sectors from `lba` whose media time, skews included, is at
+    /// most `slots` sector times (not capped at the zone's end).
+    fn in_zone_fit(&self, z: &Zone, lba: Sector, slots: u64) -> u64 {
+        let first = lba - z.first_lba;
+        let (spt, s) = (z.spt, self.surfaces);
+        let mut track = first / spt;
+        let head_room = spt - first % spt;
+        if slots < head_room {
+            return slots;
+        }
+        let mut n = head_room;
+        let mut rem = slots - head_room;
+        let cylinder_slots = s * spt + (s - 1) * z.track_skew + z.cylinder_skew;
+        loop {
+            let next = track + 1;
+            if next % s == 0 && rem >= cylinder_slots {
+                // Whole cylinders at once.
+                let k = rem / cylinder_slots;
+                n += k * s * spt;
+                rem -= k * cylinder_slots;
+                track += k * s;
+                continue;
+            }
+            let skew = if next % s == 0 {
+                z.cylinder_skew
+            } else {
+                z.track_skew
+            };
+            if rem <= skew {
+                return n;
+            }
+            rem -= skew;
+            if rem < spt {
+                return n + rem;
+            }
+            n += spt;
+            rem -= spt;
+            track = next;
+        }
     }
 
     /// Sustained media rate at `lba` in bytes per second, counting head
@@ -224,9 +306,14 @@ pub fn revolution_ns(rpm: u32) -> u64 {
     60_000_000_000 / u64::from(rpm.max(1))
 }
 
-/// `a * b / c` without overflow.
+/// `a * b / c` rounded down, without overflow (in 64 bits when the
+/// product fits, which is every in-zone case).
 fn mul_div(a: u64, b: u64, c: u64) -> u64 {
-    (u128::from(a) * u128::from(b) / u128::from(c.max(1))) as u64
+    let c = c.max(1);
+    match a.checked_mul(b) {
+        Some(p) => p / c,
+        None => (u128::from(a) * u128::from(b) / u128::from(c)) as u64,
+    }
 }
 
 /// Skew in sectors covering `switch` at `spt` sectors per track.
@@ -284,6 +371,36 @@ mod tests {
             g.rotational_wait(g.locate(600).angle_ns, start_of_track1),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn sectors_done_matches_run_end_at_every_instant() {
+        let g = two_zone();
+        for lba in [0u64, 17, 599, 1199, 11_990] {
+            let start = Instant(777);
+            let mut n_prev = 0;
+            for step in 0..4000u64 {
+                let t = Instant(777 + step * 9_999);
+                let n = g.sectors_done(lba, start, t, 5000);
+                assert!(n >= n_prev);
+                n_prev = n;
+                assert!(g.run_end(lba, n, start) <= t, "lba {lba} t {t}");
+                if n < 5000 && lba + n < g.capacity() {
+                    assert!(g.run_end(lba, n + 1, start) > t, "lba {lba} t {t} n {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_can_be_restarted_from_any_sector() {
+        let g = two_zone();
+        let start = Instant(5);
+        for (lba, n, m) in [(0u64, 300u64, 900u64), (590, 10, 2000), (11_000, 1000, 500)] {
+            let whole = g.run_end(lba, n + m, start);
+            let split = g.run_end(lba + n, m, g.run_start(lba, n, start));
+            assert!(whole.nanos().abs_diff(split.nanos()) <= 1, "{lba} {n} {m}");
+        }
     }
 
     #[test]

@@ -20,6 +20,45 @@
 //!
 //! Invariants: `t(0) = 0`, `t` is continuous, non-decreasing and C¹ on
 //! `[1, D]`, `t(1)` and `t(D)` are the datasheet values.
+//!
+//! Where a measured curve exists (DiskSim's "extracted" seek files),
+//! [`Seek::Table`] interpolates it linearly instead: real arms have a
+//! settle-time floor that makes short seeks slower than any √ curve through
+//! the track-to-track time.
+
+/// Seek time from distance: fitted from datasheet figures, or measured.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Seek {
+    Fitted(SeekCurve),
+    /// `(distance, ms)` points with increasing distances from 1;
+    /// interpolated linearly, extrapolated from the last two points.
+    Table(Vec<(u32, f64)>),
+}
+
+impl Seek {
+    /// Seek time in milliseconds for a move of `distance` cylinders.
+    pub fn time_ms(&self, distance: u32) -> f64 {
+        match self {
+            Seek::Fitted(c) => c.time_ms(distance),
+            Seek::Table(points) => table_time(points, distance),
+        }
+    }
+}
+
+fn table_time(points: &[(u32, f64)], distance: u32) -> f64 {
+    if distance == 0 || points.is_empty() {
+        return 0.0;
+    }
+    let i = points.partition_point(|p| p.0 < distance);
+    let (lo, hi) = match i {
+        0 => return points[0].1,
+        i if i < points.len() => (points[i - 1], points[i]),
+        _ if points.len() == 1 => return points[0].1,
+        _ => (points[points.len() - 2], points[points.len() - 1]),
+    };
+    let frac = f64::from(distance - lo.0) / f64::from(hi.0 - lo.0);
+    lo.1 + (hi.1 - lo.1) * frac
+}
 
 /// A fitted seek curve; times in milliseconds, distances in cylinders.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -169,6 +208,16 @@ mod tests {
             assert!(t >= last);
             last = t;
         }
+    }
+
+    #[test]
+    fn tables_interpolate_and_extrapolate() {
+        let t = Seek::Table(vec![(1, 1.0), (3, 2.0), (5, 4.0)]);
+        assert_eq!(t.time_ms(0), 0.0);
+        assert_eq!(t.time_ms(1), 1.0);
+        assert_eq!(t.time_ms(2), 1.5);
+        assert_eq!(t.time_ms(5), 4.0);
+        assert_eq!(t.time_ms(7), 6.0);
     }
 
     #[test]

@@ -1,5 +1,9 @@
 //! One module per policy, named after it.
 
+pub mod anticipatory;
 pub mod bfq;
+pub mod cfq;
 pub mod deadline;
+pub mod deadline_mc;
+pub mod linus24;
 pub mod noop;

@@ -794,8 +794,7 @@ impl Wf2q {
                 sd.active_children, active[s],
                 "active children of group {s}"
             );
-            for c in 0..3 {
-                let st = &sd.trees[c];
+            for (c, st) in sd.trees.iter().enumerate() {
                 assert_eq!(st.wsum, wsum[s][c], "wsum of group {s} class {c}");
                 let mut n = 0;
                 check_subtree(&self.es, st.active, &mut n);
