@@ -20,6 +20,9 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "lowlatency-24",
     "ioprio-17-sync",
     "ioprio-17-async",
+    "bfq-startup-seq",
+    "bfq-startup-random",
+    "bfq-media-player",
 ];
 
 /// Names and descriptions of the built-in scenarios.

@@ -42,6 +42,8 @@ struct RawScenario {
     sweep: Option<RawSweep>,
     #[serde(default)]
     job: Vec<RawJob>,
+    #[serde(default)]
+    startup: Vec<crate::startup::RawStartup>,
 }
 
 #[derive(Deserialize)]
@@ -103,6 +105,7 @@ struct RawJob {
     sync: Option<bool>,
     background: Option<bool>,
     group: Option<S<String>>,
+    period: Option<S<String>>,
 }
 
 /// A validated job description; `count` instances become tasks.
@@ -128,6 +131,8 @@ pub struct JobTemplate {
     pub sync_writes: bool,
     pub background: bool,
     pub group: GroupId,
+    /// Read one `bs` frame per period (a media player; `frames_missed`).
+    pub period: Option<Duration>,
 }
 
 /// Run the scenario once per point of one parameter.
@@ -159,6 +164,8 @@ pub struct Scenario {
     pub groups: GroupTree,
     pub sweep: Option<Sweep>,
     pub jobs: Vec<JobTemplate>,
+    /// Application start-ups replayed from traces (`[[startup]]`).
+    pub startups: Vec<crate::startup::StartupSpec>,
 }
 
 /// Error helpers bound to one file's text.
@@ -262,7 +269,8 @@ impl Scenario {
             None => None,
             Some(sw) => Some(sweep(&cx, sw, &jobs)?),
         };
-        if jobs.iter().all(|j| j.background) {
+        let startups = crate::startup::validate(file, text, &raw.startup)?;
+        if jobs.iter().all(|j| j.background) && startups.is_empty() {
             return Err(ScenarioError::new(
                 file,
                 None,
@@ -271,7 +279,12 @@ impl Scenario {
             ));
         }
 
-        let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &jobs)
+        let rows: Vec<&str> = jobs
+            .iter()
+            .map(|j| j.name.as_str())
+            .chain(startups.iter().map(|s| s.name.as_str()))
+            .collect();
+        let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &rows)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
 
         Ok(Scenario {
@@ -289,6 +302,7 @@ impl Scenario {
             groups,
             sweep,
             jobs,
+            startups,
         })
     }
 }
@@ -606,6 +620,13 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
             Some(g) => groups.find(g.get_ref()).ok_or_else(|| {
                 cx.at(g, "job.group", format!("no group named {:?}", g.get_ref()))
             })?,
+        },
+        period: match &j.period {
+            None => None,
+            Some(p) => match cx.duration(p, "job.period")? {
+                Duration::ZERO => return Err(cx.at(p, "job.period", "must be positive")),
+                d => Some(d),
+            },
         },
     })
 }

@@ -1,7 +1,7 @@
 //! The headline result a scenario names, and how it is computed from the
 //! jobs' statistics.
 
-use crate::parse::{JobTemplate, RawResultChecked};
+use crate::parse::RawResultChecked;
 use elevator_core::Instant;
 use elevator_metrics::{GroupReport, JobReport};
 use std::str::FromStr;
@@ -90,13 +90,13 @@ pub struct ResultSpec {
 }
 
 impl ResultSpec {
-    pub(crate) fn parse(r: &RawResultChecked, jobs: &[JobTemplate]) -> Result<ResultSpec, String> {
+    /// `rows`: the names of the jobs and start-ups `result.job` may name.
+    pub(crate) fn parse(r: &RawResultChecked, rows: &[&str]) -> Result<ResultSpec, String> {
         if let Some(j) = &r.job {
-            if !jobs.iter().any(|t| &t.name == j) {
-                let names: Vec<&str> = jobs.iter().map(|t| t.name.as_str()).collect();
+            if !rows.contains(&j.as_str()) {
                 return Err(format!(
                     "result.job names no job: {j:?} (jobs: {})",
-                    names.join(", ")
+                    rows.join(", ")
                 ));
             }
         }

@@ -324,11 +324,17 @@ fn build_workload(
             job.prio = t.prio;
             job.looping = t.background;
             job.group = t.group;
+            job.period = t.period;
             measured.push(job.measured());
             groups.push(t.group);
             mix.push(Box::new(job));
             task += 1;
         }
+    }
+    for replay in crate::startup::build(&scenario.file, &scenario.startups, limits, seed, &mut task)? {
+        measured.push(true);
+        groups.push(GroupId::ROOT);
+        mix.push(Box::new(replay));
     }
     Ok((mix, measured, groups))
 }

@@ -1500,7 +1500,7 @@ impl Bfq {
             qu.last_wr_start_finish = Some(now);
         }
         if low_latency && qu.sorted.is_empty() {
-            if qu.dispatched == 0 && qu.wr_coeff != WR_COEFF {
+            if qu.dispatched == 0 {
                 let t = self.softrt_next_start(q, now);
                 self.qm(q).soft_rt_next_start = Some(t);
             } else if qu.dispatched > 0 {
