@@ -13,6 +13,7 @@
 
 mod builtin;
 mod error;
+pub mod letter;
 mod parse;
 mod result;
 mod run;
