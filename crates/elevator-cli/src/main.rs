@@ -105,7 +105,11 @@ fn main() -> ExitCode {
 fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
     match cli.command {
         Command::List => list(out),
-        Command::Letter { device, sched, seed } => {
+        Command::Letter {
+            device,
+            sched,
+            seed,
+        } => {
             let mut options = elevator_scenario::letter::LetterOptions::default();
             if let Some(d) = device {
                 options.devices = d;

@@ -174,7 +174,10 @@ pub fn run_letter(
             for r in run(&s, &opts, &mut |_| {})?.runs {
                 let bytes: u64 = r.jobs.iter().map(|j| j.bytes).sum();
                 let mib_s = bytes as f64 / f64::from(1 << 20) / r.simulated_s.max(1e-9);
-                progress(&format!("{device} {bg:?} readers alone, {}: {mib_s:.0} MiB/s", r.scheduler));
+                progress(&format!(
+                    "{device} {bg:?} readers alone, {}: {mib_s:.0} MiB/s",
+                    r.scheduler
+                ));
                 d.throughput.insert((bg, r.scheduler.clone()), mib_s);
             }
         }
@@ -240,7 +243,12 @@ impl LetterReport {
         );
         let thinks: Vec<String> = APPS
             .iter()
-            .map(|&(row, _, ours)| format!("{ours} {:.2} s", self.think_s.get(row).copied().unwrap_or(0.0)))
+            .map(|&(row, _, ours)| {
+                format!(
+                    "{ours} {:.2} s",
+                    self.think_s.get(row).copied().unwrap_or(0.0)
+                )
+            })
             .collect();
         let _ = writeln!(out, "{} of think time.", thinks.join(", "));
         let width = (CELL + 1) * self.schedulers.len() + LABEL + 3;
@@ -274,7 +282,9 @@ impl LetterReport {
                     .schedulers
                     .iter()
                     .map(|s| {
-                        let ours = d.throughput(bg, s).map_or("-".into(), |v| format!("{v:.0}"));
+                        let ours = d
+                            .throughput(bg, s)
+                            .map_or("-".into(), |v| format!("{v:.0}"));
                         cell(ours, letter_figure("throughput", bg, s))
                     })
                     .collect();

@@ -331,7 +331,9 @@ fn build_workload(
             task += 1;
         }
     }
-    for replay in crate::startup::build(&scenario.file, &scenario.startups, limits, seed, &mut task)? {
+    let startups =
+        crate::startup::build(&scenario.file, &scenario.startups, limits, seed, &mut task)?;
+    for replay in startups {
         measured.push(true);
         groups.push(GroupId::ROOT);
         mix.push(Box::new(replay));

@@ -89,10 +89,18 @@ pub(crate) fn validate(
     for s in raw {
         let name = s.name.get_ref();
         if name.is_empty() || name.contains(char::is_whitespace) {
-            return Err(at(&s.name, "startup.name", "a start-up name is one word".into()));
+            return Err(at(
+                &s.name,
+                "startup.name",
+                "a start-up name is one word".into(),
+            ));
         }
         if s.trace.get_ref().trim().is_empty() {
-            return Err(at(&s.trace, "startup.trace", "name a trace or a file".into()));
+            return Err(at(
+                &s.trace,
+                "startup.trace",
+                "name a trace or a file".into(),
+            ));
         }
         let start = match &s.start {
             Some(v) => parse_duration(v.get_ref()).map_err(|m| at(v, "startup.start", m))?,

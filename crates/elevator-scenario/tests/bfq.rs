@@ -156,11 +156,20 @@ runtime = "20s"
         );
     }
     let (sectors, _, inner_disk) = shares(&runs[0]);
-    assert!((sectors - 1.0).abs() < 0.05, "bfq: sector ratio {sectors:.3}");
-    assert!(inner_disk > 0.54, "bfq: the slower reader needs more disk time");
+    assert!(
+        (sectors - 1.0).abs() < 0.05,
+        "bfq: sector ratio {sectors:.3}"
+    );
+    assert!(
+        inner_disk > 0.54,
+        "bfq: the slower reader needs more disk time"
+    );
     if let Some(cfq) = runs.iter().find(|r| r.scheduler == "cfq") {
         let (sectors, outer_disk, _) = shares(cfq);
-        assert!((outer_disk - 0.5).abs() < 0.03, "cfq: disk time {outer_disk:.3}");
+        assert!(
+            (outer_disk - 0.5).abs() < 0.03,
+            "cfq: disk time {outer_disk:.3}"
+        );
         assert!(sectors < 0.8, "cfq: sector ratio {sectors:.3}");
     }
 }
@@ -248,7 +257,10 @@ runtime = "20s"
     assert!(job(bfq, "random").iops >= 5.0, "bfq: random reader starved");
     if let Some(cfq) = runs.iter().find(|r| r.scheduler == "cfq") {
         let share = disk_share(cfq, "random");
-        assert!((0.35..0.65).contains(&share), "cfq: random reader's time {share:.3}");
+        assert!(
+            (0.35..0.65).contains(&share),
+            "cfq: random reader's time {share:.3}"
+        );
     }
 }
 

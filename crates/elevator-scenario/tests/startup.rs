@@ -48,7 +48,9 @@ fn bfq_starts_applications_as_on_an_idle_device_with_the_readers_throughput_kept
     for d in &report.devices {
         for &(row, _, name) in &APPS {
             let think = report.think_s[row];
-            let idle = d.startup(Background::Idle, row, "bfq").expect("idle start-up");
+            let idle = d
+                .startup(Background::Idle, row, "bfq")
+                .expect("idle start-up");
             let bfq = d
                 .startup(Background::Sequential, row, "bfq")
                 .expect("bfq start-up within the timeout");
@@ -59,7 +61,10 @@ fn bfq_starts_applications_as_on_an_idle_device_with_the_readers_throughput_kept
             );
             // Within 3x of the idle-device start-up.
             if bfq > 3.0 * idle {
-                failures.push(format!("{} {name}: bfq {bfq:.2} s > 3 x idle {idle:.2} s", d.device));
+                failures.push(format!(
+                    "{} {name}: bfq {bfq:.2} s > 3 x idle {idle:.2} s",
+                    d.device
+                ));
             }
             for s in &others {
                 let other = or_timeout(d.startup(Background::Sequential, row, s));
@@ -107,7 +112,9 @@ fn bfq_starts_applications_as_on_an_idle_device_with_the_readers_throughput_kept
 
 #[test]
 fn a_media_player_misses_no_frame_under_bfq_against_readers_and_writers() {
-    let scenario = elevator_scenario::builtin("bfq-media-player").unwrap().unwrap();
+    let scenario = elevator_scenario::builtin("bfq-media-player")
+        .unwrap()
+        .unwrap();
     for device in ["sata-hdd", "ssd-sata-2016"] {
         let options = RunOptions {
             device: Some(device.into()),
@@ -137,7 +144,13 @@ fn a_media_player_misses_no_frame_under_bfq_against_readers_and_writers() {
         let player = bfq.jobs.iter().find(|j| j.name == "player").unwrap();
         // 20 s at 25 frames/s, less the first frame's wait (playback
         // starts when it is in).
-        assert!(player.extra["frames"] >= 490.0, "{device}: too few frames played");
-        assert_eq!(player.extra["frames_missed"], 0.0, "{device}: bfq missed frames");
+        assert!(
+            player.extra["frames"] >= 490.0,
+            "{device}: too few frames played"
+        );
+        assert_eq!(
+            player.extra["frames_missed"], 0.0,
+            "{device}: bfq missed frames"
+        );
     }
 }

@@ -236,9 +236,12 @@ impl StartupTrace {
                 "Rand" => false,
                 other => return Err(err("kind", format!("{other:?}: want Seq or Rand"))),
             };
-            cols[5]
-                .parse::<i64>()
-                .map_err(|_| err("distance", format!("{:?} is not a signed distance", cols[5])))?;
+            cols[5].parse::<i64>().map_err(|_| {
+                err(
+                    "distance",
+                    format!("{:?} is not a signed distance", cols[5]),
+                )
+            })?;
             cols[6]
                 .parse::<u64>()
                 .map_err(|_| err("run", format!("{:?} is not a run length", cols[6])))?;
@@ -555,10 +558,7 @@ Xorg-925    .029161     8 109119744 Rand 16556008  0 RM 6.117143 START
         assert_eq!(t.requests[3].process, 1);
         assert_eq!(t.requests[1].action, Action::ReadAhead);
         assert!(t.requests[2].sequential);
-        assert_eq!(
-            t.total_think(),
-            Duration(15_820_000 + 66_000 + 29_161_000)
-        );
+        assert_eq!(t.total_think(), Duration(15_820_000 + 66_000 + 29_161_000));
     }
 
     #[test]
@@ -566,7 +566,10 @@ Xorg-925    .029161     8 109119744 Rand 16556008  0 RM 6.117143 START
         let bad = XTERM_HEAD.replace("RA 4.682475", "RX 4.682475");
         let e = StartupTrace::parse("xterm.trace", &bad).unwrap_err();
         assert_eq!((e.line, e.field), (3, "action"));
-        assert!(e.to_string().starts_with("xterm.trace:3: field `action`:"), "{e}");
+        assert!(
+            e.to_string().starts_with("xterm.trace:3: field `action`:"),
+            "{e}"
+        );
         let e = StartupTrace::parse("t", "p 0 8 1 Seq 0 0 R").unwrap_err();
         assert_eq!((e.line, e.field), (1, "time"));
         let e = StartupTrace::parse("t", "p -1 8 1 Seq 0 0 R 0 C").unwrap_err();

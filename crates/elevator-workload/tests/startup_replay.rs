@@ -35,7 +35,11 @@ fn the_real_traces_parse() {
         return;
     }
     // (name, requests, processes) as counted in the files.
-    for (name, requests, processes) in [("xterm", 718, 2), ("gnometerm", 2781, 7), ("lowriter", 1268, 4)] {
+    for (name, requests, processes) in [
+        ("xterm", 718, 2),
+        ("gnometerm", 2781, 7),
+        ("lowriter", 1268, 4),
+    ] {
         let path = dir.join(format!("{name}.trace"));
         let text = std::fs::read_to_string(&path).unwrap();
         let t = StartupTrace::parse(&path.display().to_string(), &text).unwrap();
@@ -65,7 +69,11 @@ b-2 .005  8 900 Rand 0 0 RM 0.017 START
     assert_eq!(think, Duration::from_micros(17_000));
     let stats = replay(trace, "ssd-sata-2016");
     let startup = stats.extra["startup_s"];
-    println!("start-up {startup:.6} s, think {:.6} s, {} requests", think.as_secs_f64(), stats.ios);
+    println!(
+        "start-up {startup:.6} s, think {:.6} s, {} requests",
+        think.as_secs_f64(),
+        stats.ios
+    );
     assert_eq!(stats.ios, 5);
     // The think time plus three synchronous reads of about 0.1 ms each.
     assert!(startup >= think.as_secs_f64());
