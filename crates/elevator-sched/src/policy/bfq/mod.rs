@@ -574,6 +574,9 @@ impl Bfq {
     }
 
     fn group_sched(&mut self, group: GroupId) -> SchedId {
+        if group == GroupId::ROOT {
+            return ROOT;
+        }
         if let Some(&sd) = self.group_of.get(&group) {
             return sd;
         }
@@ -1738,18 +1741,22 @@ impl Bfq {
         if self.nonrot_with_queueing {
             return;
         }
-        self.pos_remove(q);
         let qu = self.q(q);
-        if qu.class == Class::Idle || !qu.sync || self.too_late_for_merging(q) {
-            return;
+        let want = if qu.class == Class::Idle || !qu.sync || self.too_late_for_merging(q) {
+            None
+        } else {
+            qu.next_rq
+                .and_then(|id| qu.sorted.get(id))
+                .map(|r| r.sector)
+        };
+        if want.is_some() && want == qu.pos_key {
+            return; // already keyed there
         }
-        let Some(sector) = qu
-            .next_rq
-            .and_then(|id| qu.sorted.get(id))
-            .map(|r| r.sector)
-        else {
+        self.pos_remove(q);
+        let Some(sector) = want else {
             return;
         };
+        let qu = self.q(q);
         let g = qu.group;
         let t = &mut self.groups[g as usize].pos_tree;
         if let std::collections::btree_map::Entry::Vacant(v) = t.entry(sector) {
@@ -1766,14 +1773,28 @@ impl Bfq {
     /// A queue whose next request is within `CLOSE_THR` of `sector` (`bfqq_find_close`).
     fn find_close(&self, q: QueueIdx, sector: Sector) -> Option<QueueIdx> {
         let t = &self.groups[self.q(q).group as usize].pos_tree;
-        let below = t.range(..=sector).next_back();
-        let above = t.range(sector..).next();
+        if t.is_empty() {
+            return None;
+        }
+        // The nearest queue at or below `sector` and at or above it, found
+        // in one descent: only those within CLOSE_THR can qualify.
+        let (mut below, mut above) = (None, None);
+        let window = sector.saturating_sub(CLOSE_THR)..=sector.saturating_add(CLOSE_THR);
+        for (&s, &x) in t.range(window) {
+            if s <= sector {
+                below = Some((s, x));
+            }
+            if s >= sector {
+                above = Some((s, x));
+                break;
+            }
+        }
         [below, above]
             .into_iter()
             .flatten()
-            .filter(|(&s, &x)| x != q && s.abs_diff(sector) <= CLOSE_THR)
-            .min_by_key(|(&s, _)| s.abs_diff(sector))
-            .map(|(_, &x)| x)
+            .filter(|&(_, x)| x != q)
+            .min_by_key(|&(s, _)| s.abs_diff(sector))
+            .map(|(_, x)| x)
     }
 
     fn may_be_close_cooperator(&self, q: QueueIdx, n: QueueIdx) -> bool {
