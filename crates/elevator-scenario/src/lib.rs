@@ -13,6 +13,7 @@
 
 mod builtin;
 mod error;
+mod host;
 pub mod letter;
 mod parse;
 mod result;
@@ -22,6 +23,7 @@ mod units;
 
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
+pub use host::{FileKind, FileSetSpec, HostSpec, ProcKind, ProcessSpec};
 pub use parse::{JobTemplate, Scenario, Sweep};
 pub use run::{apply_block, run, run_one, RunOptions};
 pub use units::{parse_duration, parse_size};

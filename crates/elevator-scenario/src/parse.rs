@@ -38,10 +38,17 @@ struct RawScenario {
     #[serde(default)]
     block: RawBlock,
     #[serde(default)]
+    presets: BTreeMap<String, S<String>>,
+    #[serde(default)]
     group: Vec<RawGroup>,
     sweep: Option<RawSweep>,
     #[serde(default)]
     job: Vec<RawJob>,
+    host: Option<S<crate::host::RawHost>>,
+    #[serde(default)]
+    files: Vec<crate::host::RawFiles>,
+    #[serde(default)]
+    process: Vec<crate::host::RawProcess>,
     #[serde(default)]
     startup: Vec<crate::startup::RawStartup>,
 }
@@ -160,22 +167,26 @@ pub struct Scenario {
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
     /// The block layer below the policy (slots, in-flight limit).
     pub block: EngineConfig,
+    /// Block layers for policies that run on another kernel's preset.
+    pub block_by_policy: BTreeMap<String, EngineConfig>,
     /// The control groups (just the root unless the file declares some).
     pub groups: GroupTree,
     pub sweep: Option<Sweep>,
     pub jobs: Vec<JobTemplate>,
+    /// The host, its file sets and its processes, if the scenario has any.
+    pub host: Option<crate::host::HostSpec>,
     /// Application start-ups replayed from traces (`[[startup]]`).
     pub startups: Vec<crate::startup::StartupSpec>,
 }
 
 /// Error helpers bound to one file's text.
-struct Ctx<'a> {
-    file: &'a str,
-    text: &'a str,
+pub(crate) struct Ctx<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) text: &'a str,
 }
 
 impl Ctx<'_> {
-    fn at<T>(&self, v: &S<T>, key: &str, message: impl Into<String>) -> ScenarioError {
+    pub(crate) fn at<T>(&self, v: &S<T>, key: &str, message: impl Into<String>) -> ScenarioError {
         ScenarioError::new(
             self.file,
             Some(line_of(self.text, v.span().start)),
@@ -183,13 +194,19 @@ impl Ctx<'_> {
             message,
         )
     }
-    fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
+    pub(crate) fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
         parse_size(v.get_ref()).map_err(|m| self.at(v, key, m))
     }
-    fn duration(&self, v: &S<String>, key: &str) -> Result<Duration, ScenarioError> {
+    pub(crate) fn duration(&self, v: &S<String>, key: &str) -> Result<Duration, ScenarioError> {
         parse_duration(v.get_ref()).map_err(|m| self.at(v, key, m))
     }
-    fn int(&self, v: &S<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, ScenarioError> {
+    pub(crate) fn int(
+        &self,
+        v: &S<i64>,
+        key: &str,
+        lo: i64,
+        hi: i64,
+    ) -> Result<i64, ScenarioError> {
         let x = *v.get_ref();
         if (lo..=hi).contains(&x) {
             Ok(x)
@@ -258,7 +275,7 @@ impl Scenario {
             tunables.insert(t.name.to_string(), resolved);
         }
 
-        let block = block_config(&cx, &raw.block)?;
+        let block = block_config(&cx, &raw.block, None)?;
 
         let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
@@ -270,21 +287,56 @@ impl Scenario {
             Some(sw) => Some(sweep(&cx, sw, &jobs)?),
         };
         let startups = crate::startup::validate(file, text, &raw.startup)?;
-        if jobs.iter().all(|j| j.background) && startups.is_empty() {
+        let mut host =
+            crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process, &groups)?;
+        // `[presets]`: a policy that runs on another kernel's host and block
+        // layer (the 2003 tables' 2.4 column: linus24 on 2.4).
+        let mut block_by_policy = BTreeMap::new();
+        for (policy, preset) in &raw.presets {
+            let key = format!("presets.{policy}");
+            let t = elevator_sched::find(policy)
+                .ok_or_else(|| cx.at(preset, &key, unknown_policy(policy)))?;
+            if !["linux-2.6", "linux-2.4"].contains(&preset.get_ref().as_str()) {
+                return Err(cx.at(
+                    preset,
+                    &key,
+                    format!(
+                        "unknown preset {:?} (linux-2.6, linux-2.4)",
+                        preset.get_ref()
+                    ),
+                ));
+            }
+            block_by_policy.insert(
+                t.name.to_string(),
+                block_config(&cx, &raw.block, Some(preset.get_ref()))?,
+            );
+            if let Some(h) = &mut host {
+                let default = crate::host::RawHost::default();
+                let raw_host = raw.host.as_ref().map_or(&default, |h| h.get_ref());
+                h.params_by_policy.insert(
+                    t.name.to_string(),
+                    crate::host::host_params(&cx, raw_host, Some(preset.get_ref()))?,
+                );
+            }
+        }
+        let measured_jobs = jobs.iter().filter(|j| !j.background).count();
+        let measured_procs = host
+            .as_ref()
+            .map_or(0, |h| h.processes.iter().filter(|p| !p.background).count());
+        if measured_jobs + measured_procs + startups.len() == 0 {
             return Err(ScenarioError::new(
                 file,
                 None,
                 Some("job"),
-                "the scenario needs at least one job that is not `background`: the run ends when the measured jobs end",
+                "the scenario needs at least one job or process that is not `background`: the run ends when the measured ones end",
             ));
         }
-
-        let rows: Vec<&str> = jobs
-            .iter()
-            .map(|j| j.name.as_str())
-            .chain(startups.iter().map(|s| s.name.as_str()))
-            .collect();
-        let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &rows)
+        let mut names: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
+        if let Some(h) = &host {
+            names.extend(h.processes.iter().map(|p| p.name.clone()));
+        }
+        names.extend(startups.iter().map(|s| s.name.clone()));
+        let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &names)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
 
         Ok(Scenario {
@@ -299,9 +351,11 @@ impl Scenario {
             published: raw.published,
             tunables,
             block,
+            block_by_policy,
             groups,
             sweep,
             jobs,
+            host,
             startups,
         })
     }
@@ -380,10 +434,16 @@ fn limit_sectors(cx: &Ctx<'_>, v: &S<String>, key: &str) -> Result<Option<u64>, 
 }
 
 /// `[block]`: a preset, then its fields overridden one by one.
-fn block_config(cx: &Ctx<'_>, b: &RawBlock) -> Result<EngineConfig, ScenarioError> {
-    let mut config = match &b.preset {
-        None => EngineConfig::linux_26(),
-        Some(p) => match p.get_ref().as_str() {
+fn block_config(
+    cx: &Ctx<'_>,
+    b: &RawBlock,
+    preset: Option<&str>,
+) -> Result<EngineConfig, ScenarioError> {
+    let mut config = match (preset, &b.preset) {
+        (Some("linux-2.4"), _) => EngineConfig::linux_24(),
+        (Some(_), _) => EngineConfig::linux_26(),
+        (None, None) => EngineConfig::linux_26(),
+        (None, Some(p)) => match p.get_ref().as_str() {
             "linux-2.6" => EngineConfig::linux_26(),
             "linux-2.4" => EngineConfig::linux_24(),
             other => {

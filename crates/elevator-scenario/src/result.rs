@@ -90,13 +90,12 @@ pub struct ResultSpec {
 }
 
 impl ResultSpec {
-    /// `rows`: the names of the jobs and start-ups `result.job` may name.
-    pub(crate) fn parse(r: &RawResultChecked, rows: &[&str]) -> Result<ResultSpec, String> {
+    pub(crate) fn parse(r: &RawResultChecked, jobs: &[String]) -> Result<ResultSpec, String> {
         if let Some(j) = &r.job {
-            if !rows.contains(&j.as_str()) {
+            if !jobs.iter().any(|t| t == j) {
                 return Err(format!(
-                    "result.job names no job: {j:?} (jobs: {})",
-                    rows.join(", ")
+                    "result.job names no job or process: {j:?} (known: {})",
+                    jobs.join(", ")
                 ));
             }
         }

@@ -128,12 +128,21 @@ pub fn run_one(
         sched = Box::new(Throttle::new(sched, scenario.groups.clone()));
     }
 
-    let (mut mix, measured, job_groups) = build_workload(scenario, &limits, seed)?;
-    let mut config = scenario.block;
+    let mut config = *scenario
+        .block_by_policy
+        .get(sched_type.name)
+        .unwrap_or(&scenario.block);
     config.time_limit = Instant::ZERO + scenario.time_limit;
     for (p, k, v) in overrides.iter().filter(|(p, _, _)| p == "block") {
         apply_block(&mut config, k, *v).map_err(|m| cli(format!("--set {p}.{k}={v}: {m}")))?;
     }
+    let (mut mix, measured, job_groups) = build_workload(
+        scenario,
+        sched_type.name,
+        &limits,
+        seed,
+        config.nr_requests[1],
+    )?;
     let mut engine = Engine::new(sched, dev, config);
     let summary = engine.run(&mut mix);
 
@@ -280,8 +289,10 @@ fn group_reports(
 /// and each row's group.
 fn build_workload(
     scenario: &Scenario,
+    policy: &str,
     limits: &QueueLimits,
     seed: u64,
+    write_slots: usize,
 ) -> Result<(Mix, Vec<bool>, Vec<GroupId>), ScenarioError> {
     let mut mix = Mix::new();
     let mut measured = Vec::new();
@@ -337,6 +348,17 @@ fn build_workload(
         measured.push(true);
         groups.push(GroupId::ROOT);
         mix.push(Box::new(replay));
+    }
+    if let Some(spec) = &scenario.host {
+        let mut spec = spec.clone();
+        if let Some(params) = spec.params_by_policy.get(policy) {
+            spec.params = params.clone();
+        }
+        let host =
+            crate::host::build_host(&spec, limits, Some(write_slots), seed, task, &scenario.file)?;
+        measured.extend(host.measured());
+        groups.extend(host.row_groups());
+        mix.push(Box::new(host));
     }
     Ok((mix, measured, groups))
 }

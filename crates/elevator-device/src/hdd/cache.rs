@@ -149,14 +149,24 @@ impl DirtySet {
         self.runs.is_empty()
     }
 
-    #[cfg(test)]
+    /// Dirty sectors held.
     pub fn sectors(&self) -> u64 {
         self.sectors
     }
 
-    /// Whether `len` more sectors certainly fit (as a new run).
-    pub fn fits(&self, len: u64) -> bool {
-        self.sectors + len <= self.max_sectors && self.runs.len() < self.max_runs
+    /// Separate dirty runs held.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// The buffer's size in sectors.
+    pub fn max_sectors(&self) -> u64 {
+        self.max_sectors
+    }
+
+    /// The most separate runs the buffer holds.
+    pub fn max_runs(&self) -> usize {
+        self.max_runs
     }
 
     /// Whether `start..end` is entirely dirty (a read can be served from
@@ -169,7 +179,8 @@ impl DirtySet {
     }
 
     /// Add `start..end`, merging with overlapping or adjacent runs.
-    /// The caller checked [`DirtySet::fits`].
+    /// The caller checked that it fits (the disk model accounts for data
+    /// still on its way in and for the run being written back).
     pub fn insert(&mut self, start: Sector, end: Sector) {
         if start >= end {
             return;

@@ -1,0 +1,1654 @@
+//! The host: processes making system calls against a page cache and a file
+//! system, and the flusher, as one workload of the simulator.
+//!
+//! Each process runs a [`Program`]. The host executes its calls:
+//!
+//! - **reads** go page by page through the cache, as
+//!   `do_generic_mapping_read` does: readahead first (see [`readahead`]),
+//!   then the page — a hit costs CPU only, a page being read blocks the
+//!   process until its request completes, a missing page is read alone.
+//!   Mapping a page past the twelfth block needs ext2's indirect block
+//!   (and past 4 MiB the double indirect one): a dependent read of the
+//!   block-device page holding it, if it is not cached. Opening a file
+//!   needs its inode-table block the same way, and `find` reads directory
+//!   blocks one at a time.
+//! - **writes** dirty pages (allocating blocks as ext2 does, reading a
+//!   partially overwritten page first), then every `ratelimit_pages` dirtied
+//!   pages (8 once the limit was exceeded) enter `balance_dirty_pages`:
+//!   above `dirty_ratio` of memory dirty or under writeback, the writer
+//!   writes back `sync_writeback_pages()` pages itself (as requests of its
+//!   own task, blocking while the queue has no free request) and waits in
+//!   `blk_congestion_wait` until it has written that much or the total is
+//!   under the limit; above `dirty_background_ratio` it wakes the flusher.
+//! - the **flusher** (pdflush, its own task) writes dirty files oldest
+//!   first, each in file order from where it stopped, as requests of up to
+//!   `max_sectors`, `MAX_WRITEBACK_PAGES` per pass, and stops while the
+//!   queue is congested (113 of 128 requests) until it drains below 103 or
+//!   100 ms pass. It runs background writeback until dirty memory is under
+//!   the background threshold, and every `dirty_writeback_centisecs` the
+//!   kupdate pass over files dirty for longer than `dirty_expire_centisecs`.
+//! - **fsync** writes the file's dirty pages, its dirty indirect blocks and
+//!   its inode block as synchronous writes of the calling task and waits
+//!   for them and for any earlier writeback of the file; a second pass
+//!   picks up pages that were under writeback when it started. **sync**
+//!   does the same for every dirty page.
+//!
+//! Simplifications, each small against a disk's milliseconds: a process's
+//! CPU time is charged in slices of up to [`CPU_QUANTUM`] after the calls
+//! that used it, so an I/O may be issued up to that much early; there is
+//! one flusher thread, not a pool; the queue's congestion is judged from
+//! the host's own write requests in flight; the block bitmap is not
+//! written back (inode tables, inode bitmaps, directory and indirect blocks
+//! are).
+//!
+//! [`readahead`]: crate::readahead
+//! [`CPU_QUANTUM`]: crate::params::CPU_QUANTUM
+
+use crate::cache::{PageCache, PageState, CHUNK_PAGES};
+use crate::fs::{FileId, FileSystem, Kind};
+use crate::params::{
+    HostParams, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES, PAGE_SIZE,
+    RATELIMIT_EXCEEDED_PAGES,
+};
+use crate::readahead::RaState;
+use crate::syscall::{BarrierId, Ctx, PipeId, Program, Ret, SysResult, Syscall};
+use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, RequestId, Sector, TaskId};
+use elevator_metrics::JobStats;
+use elevator_sim::{BlockIo, Completion, Io, Workload};
+use elevator_workload::Part;
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeSet, VecDeque};
+
+/// A process (thread) of the host.
+pub type Pid = usize;
+
+/// Who issued a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Issuer {
+    Proc(Pid),
+    Flusher,
+}
+
+/// What the host remembers of a request in flight.
+#[derive(Clone, Copy, Debug)]
+struct Tag {
+    file: FileId,
+    page: u64,
+    pages: u64,
+    write: bool,
+    seq: u64,
+    /// The file whose fsync waits for this write (data: the file itself).
+    owner: FileId,
+    issuer: Issuer,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum TimerAction {
+    Start(Pid),
+    Wake(Pid, u64),
+    FlusherWake(u64),
+    Kupdate,
+}
+
+/// Conditions a process waits for on write completions.
+#[derive(Clone, Copy, Debug)]
+enum WaitCond {
+    /// At most this many host writes in flight (`get_request_wait`).
+    SlotsBelow(u32),
+    /// No write owned by `file` with sequence number <= `seq` in flight.
+    FileWrites { file: FileId, seq: u64 },
+    /// No write with sequence number <= `seq` in flight.
+    AllWrites { seq: u64 },
+}
+
+#[derive(Debug)]
+struct Row {
+    stats: JobStats,
+    measured: bool,
+    procs: u32,
+    exited: u32,
+    group: GroupId,
+}
+
+#[derive(Debug)]
+struct Proc {
+    task: TaskId,
+    prio: IoPrio,
+    group: GroupId,
+    row: usize,
+    program: Box<dyn Program>,
+    start: Duration,
+    sys: Option<Sys>,
+    sys_start: Instant,
+    cpu_debt: Duration,
+    gen: u64,
+    blocked: bool,
+    exited: bool,
+    last: SysResult,
+    ra: FxHashMap<u32, RaState>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ReadOp {
+    file: FileId,
+    start: u64,
+    pos: u64,
+    end: u64,
+    ra_page: Option<u64>,
+    pending: Option<crate::readahead::Window>,
+    missed: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ThrottleStage {
+    Check,
+    AfterWrite,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Throttle {
+    pages_written: u64,
+    written: u64,
+    stage: ThrottleStage,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct WriteOp {
+    file: FileId,
+    start: u64,
+    pos: u64,
+    end: u64,
+    inode_done: bool,
+    throttle: Option<Throttle>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SyncOp {
+    target: Option<FileId>,
+    pass: u8,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct CreateOp {
+    parent: FileId,
+    dir: bool,
+    file: Option<FileId>,
+    parent_grew: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Sys {
+    Open { file: FileId, fresh: bool },
+    Close(FileId),
+    Read(ReadOp),
+    Fault { file: FileId, page: u64 },
+    Write(WriteOp),
+    Sync(SyncOp),
+    ReadDir { dir: FileId, next: u64 },
+    Create(CreateOp),
+    Sleep { until: Instant, armed: bool },
+    PipePut { pipe: PipeId, item: u64 },
+    PipeGet(PipeId),
+    PipeClose(PipeId),
+    Barrier { id: BarrierId, arrived: bool },
+    Exit { until: Instant, armed: bool },
+}
+
+enum Step {
+    Done {
+        ret: Ret,
+        cpu: Duration,
+        io: Option<bool>,
+    },
+    Block,
+    Exit,
+}
+
+/// Result of an attempt that may have to wait.
+type Wait<T> = Result<T, Blocked>;
+#[derive(Debug)]
+struct Blocked;
+
+#[derive(Debug)]
+struct Pipe {
+    buf: VecDeque<u64>,
+    cap: usize,
+    closed: bool,
+    reader: Option<(Pid, u64)>,
+    writer: Option<(Pid, u64)>,
+}
+
+#[derive(Debug)]
+struct Barrier {
+    parties: usize,
+    waiting: Vec<(Pid, u64)>,
+}
+
+#[derive(Debug, Default)]
+struct Flusher {
+    background: bool,
+    kupdate: bool,
+    kupdate_start: Instant,
+    kupdate_left: i64,
+    waiting: bool,
+    wait_congested: bool,
+    gen: u64,
+}
+
+/// Counters of host activity, reported as extra figures of the flusher's
+/// row.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostStats {
+    pub read_requests: u64,
+    pub write_requests: u64,
+    pub pages_read: u64,
+    pub pages_written: u64,
+    /// Pages written by throttled writers themselves.
+    pub pages_written_by_writers: u64,
+    /// Times a writer waited in `balance_dirty_pages`.
+    pub throttle_waits: u64,
+    pub peak_dirty_pages: u64,
+    /// Most pages ever dirty or under writeback at once.
+    pub peak_dirty_writeback_pages: u64,
+}
+
+/// Controls one `writeback_inodes` call.
+#[derive(Clone, Copy, Debug)]
+struct WbCtl {
+    budget: u64,
+    nonblocking: bool,
+    older_than: Option<Instant>,
+    issuer: Issuer,
+    sync: bool,
+}
+
+/// The host workload.
+#[derive(Debug)]
+pub struct Host {
+    params: HostParams,
+    fs: FileSystem,
+    cache: PageCache,
+    rows: Vec<Row>,
+    procs: Vec<Proc>,
+    pdflush: TaskId,
+    pdflush_row: usize,
+    tags: FxHashMap<RequestId, Tag>,
+    timers: FxHashMap<u64, TimerAction>,
+    next_token: u64,
+    page_waiters: FxHashMap<u64, Vec<(Pid, u64)>>,
+    write_waiters: Vec<(Pid, u64, WaitCond)>,
+    congestion_waiters: Vec<(Pid, u64)>,
+    writes_in_flight: u32,
+    congested: bool,
+    write_seq: u64,
+    outstanding: BTreeSet<u64>,
+    file_writes: FxHashMap<u32, Vec<u64>>,
+    /// The group that dirtied each file (cgroup v2 writeback ownership).
+    dirtier: FxHashMap<u32, GroupId>,
+    wb_cursor: FxHashMap<u32, u64>,
+    ratelimit_count: u64,
+    dirty_exceeded: bool,
+    flusher: Flusher,
+    pipes: Vec<Pipe>,
+    barriers: Vec<Barrier>,
+    ready: VecDeque<Pid>,
+    runs: Vec<(u64, u64)>,
+    pieces: Vec<(u64, u64, u64)>,
+    pub stats: HostStats,
+}
+
+impl Host {
+    /// A host with a fresh file system on a device of `capacity` sectors.
+    /// Its tasks are numbered from `first_task` (the flusher first).
+    pub fn new(params: HostParams, capacity: Sector, seed: u64, first_task: u32) -> Self {
+        let fs = FileSystem::new(&params.fs, capacity, seed);
+        let cache = PageCache::new(params.cache_pages());
+        let mut pdflush_stats = JobStats::new("pdflush");
+        pdflush_stats.started = Some(Instant::ZERO);
+        Host {
+            params,
+            fs,
+            cache,
+            rows: vec![Row {
+                stats: pdflush_stats,
+                measured: false,
+                procs: 0,
+                exited: 0,
+                group: GroupId::ROOT,
+            }],
+            procs: Vec::new(),
+            pdflush: TaskId(first_task),
+            pdflush_row: 0,
+            tags: FxHashMap::default(),
+            timers: FxHashMap::default(),
+            next_token: 1,
+            page_waiters: FxHashMap::default(),
+            write_waiters: Vec::new(),
+            congestion_waiters: Vec::new(),
+            writes_in_flight: 0,
+            congested: false,
+            write_seq: 0,
+            outstanding: BTreeSet::new(),
+            file_writes: FxHashMap::default(),
+            dirtier: FxHashMap::default(),
+            wb_cursor: FxHashMap::default(),
+            ratelimit_count: 0,
+            dirty_exceeded: false,
+            flusher: Flusher::default(),
+            pipes: Vec::new(),
+            barriers: Vec::new(),
+            ready: VecDeque::new(),
+            runs: Vec::new(),
+            pieces: Vec::new(),
+            stats: HostStats::default(),
+        }
+    }
+
+    pub fn params(&self) -> &HostParams {
+        &self.params
+    }
+
+    pub fn fs(&self) -> &FileSystem {
+        &self.fs
+    }
+
+    /// The file system, to place file sets before the run starts.
+    pub fn fs_mut(&mut self) -> &mut FileSystem {
+        &mut self.fs
+    }
+
+    pub fn cache(&self) -> &PageCache {
+        &self.cache
+    }
+
+    /// A statistics row (one per reported process, however many threads).
+    pub fn add_row(&mut self, name: &str, measured: bool) -> usize {
+        self.rows.push(Row {
+            stats: JobStats::new(name),
+            measured,
+            procs: 0,
+            exited: 0,
+            group: GroupId::ROOT,
+        });
+        self.rows.len() - 1
+    }
+
+    /// Put process `pid` (and its report row) in control group `group`:
+    /// its requests carry the group.
+    pub fn set_group(&mut self, pid: Pid, group: GroupId) {
+        self.procs[pid].group = group;
+        let row = self.procs[pid].row;
+        self.rows[row].group = group;
+    }
+
+    /// The control group of each report row (aligned with `Part::stats`).
+    pub fn row_groups(&self) -> Vec<GroupId> {
+        self.rows.iter().map(|r| r.group).collect()
+    }
+
+    /// Add a process reporting in `row`, starting at `start`.
+    pub fn spawn(
+        &mut self,
+        row: usize,
+        program: Box<dyn Program>,
+        start: Duration,
+        prio: IoPrio,
+    ) -> Pid {
+        let pid = self.procs.len();
+        self.rows[row].procs += 1;
+        self.procs.push(Proc {
+            task: TaskId(self.pdflush.0 + 1 + pid as u32),
+            prio,
+            group: GroupId::ROOT,
+            row,
+            program,
+            start,
+            sys: None,
+            sys_start: Instant::ZERO,
+            cpu_debt: Duration::ZERO,
+            gen: 0,
+            blocked: true,
+            exited: false,
+            last: SysResult::default(),
+            ra: FxHashMap::default(),
+        });
+        pid
+    }
+
+    /// Processes spawned so far (the next one's `Pid`).
+    pub fn process_count(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// The task a process issues its I/O as.
+    pub fn task_of(&self, pid: Pid) -> TaskId {
+        self.procs[pid].task
+    }
+
+    /// The flusher's task.
+    pub fn flusher_task(&self) -> TaskId {
+        self.pdflush
+    }
+
+    pub fn new_pipe(&mut self, cap: usize) -> PipeId {
+        self.pipes.push(Pipe {
+            buf: VecDeque::new(),
+            cap: cap.max(1),
+            closed: false,
+            reader: None,
+            writer: None,
+        });
+        self.pipes.len() - 1
+    }
+
+    pub fn new_barrier(&mut self, parties: usize) -> BarrierId {
+        self.barriers.push(Barrier {
+            parties: parties.max(1),
+            waiting: Vec::new(),
+        });
+        self.barriers.len() - 1
+    }
+
+    /// Whether every process of `row` has exited.
+    pub fn row_done(&self, row: usize) -> bool {
+        let r = &self.rows[row];
+        r.procs > 0 && r.exited == r.procs
+    }
+
+    /// Whether each report row is measured (aligned with `Part::stats`).
+    pub fn measured(&self) -> Vec<bool> {
+        self.rows.iter().map(|r| r.measured).collect()
+    }
+
+    pub fn row_stats(&self, row: usize) -> &JobStats {
+        &self.rows[row].stats
+    }
+
+    // ---------------------------------------------------------------
+    // Timers, waking, running.
+
+    fn arm(&mut self, at: Instant, action: TimerAction, io: &mut Io<'_>) {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.timers.insert(token, action);
+        io.wake_at(at, token);
+    }
+
+    fn wake(&mut self, pid: Pid, gen: u64) {
+        let p = &mut self.procs[pid];
+        if p.blocked && !p.exited && p.gen == gen {
+            p.gen += 1;
+            p.blocked = false;
+            self.ready.push_back(pid);
+        }
+    }
+
+    fn gen(&self, pid: Pid) -> u64 {
+        self.procs[pid].gen
+    }
+
+    fn sleep_until(&mut self, pid: Pid, at: Instant, io: &mut Io<'_>) {
+        let gen = self.gen(pid);
+        self.arm(at, TimerAction::Wake(pid, gen), io);
+    }
+
+    fn wait_page(&mut self, pid: Pid, file: FileId, page: u64) {
+        let key = (u64::from(file.0) << 32) | (page / CHUNK_PAGES);
+        let gen = self.gen(pid);
+        self.page_waiters.entry(key).or_default().push((pid, gen));
+    }
+
+    fn wait_writes(&mut self, pid: Pid, cond: WaitCond) {
+        let gen = self.gen(pid);
+        self.write_waiters.push((pid, gen, cond));
+    }
+
+    fn congestion_wait(&mut self, pid: Pid, io: &mut Io<'_>) {
+        let gen = self.gen(pid);
+        self.congestion_waiters.push((pid, gen));
+        self.arm(io.now() + CONGESTION_WAIT, TimerAction::Wake(pid, gen), io);
+        self.stats.throttle_waits += 1;
+    }
+
+    fn run_ready(&mut self, io: &mut Io<'_>) {
+        while let Some(pid) = self.ready.pop_front() {
+            self.run_proc(pid, io);
+        }
+    }
+
+    fn run_proc(&mut self, pid: Pid, io: &mut Io<'_>) {
+        loop {
+            if self.procs[pid].exited || self.procs[pid].blocked {
+                return;
+            }
+            if self.procs[pid].sys.is_none() {
+                let debt = self.procs[pid].cpu_debt;
+                if debt >= CPU_QUANTUM {
+                    self.procs[pid].cpu_debt = Duration::ZERO;
+                    self.procs[pid].blocked = true;
+                    self.sleep_until(pid, io.now() + debt, io);
+                    return;
+                }
+                let call = {
+                    let p = &mut self.procs[pid];
+                    let mut cx = Ctx {
+                        now: io.now(),
+                        fs: &self.fs,
+                        params: &self.params,
+                        last: p.last,
+                        stats: &mut self.rows[p.row].stats,
+                    };
+                    p.program.next(&mut cx)
+                };
+                let sys = self.begin(pid, call, io.now());
+                let p = &mut self.procs[pid];
+                p.sys = Some(sys);
+                p.sys_start = io.now();
+            }
+            let mut sys = self.procs[pid].sys.take().expect("a call in progress");
+            let step = self.advance(pid, &mut sys, io);
+            match step {
+                Step::Done { ret, cpu, io: kind } => {
+                    let now = io.now();
+                    let p = &mut self.procs[pid];
+                    let latency = now.since(p.sys_start) + cpu;
+                    p.cpu_debt += cpu;
+                    p.last = SysResult { ret, latency };
+                    if let (Some(read), Ret::Bytes(n)) = (kind, ret) {
+                        self.rows[p.row].stats.record(read, n, latency);
+                    }
+                }
+                Step::Block => {
+                    let p = &mut self.procs[pid];
+                    p.sys = Some(sys);
+                    p.blocked = true;
+                    return;
+                }
+                Step::Exit => {
+                    let now = io.now();
+                    let p = &mut self.procs[pid];
+                    p.exited = true;
+                    let task = p.task;
+                    let row = &mut self.rows[p.row];
+                    row.exited += 1;
+                    if row.exited == row.procs {
+                        row.stats.finished = Some(now);
+                    }
+                    io.task_exited(task);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Turn a call into its in-progress state.
+    fn begin(&mut self, pid: Pid, call: Syscall, now: Instant) -> Sys {
+        match call {
+            Syscall::Open(file) => Sys::Open { file, fresh: true },
+            Syscall::Stat(file) => Sys::Open { file, fresh: false },
+            Syscall::Close(file) => Sys::Close(file),
+            Syscall::Read { file, offset, len } => {
+                let end = (offset + len).min(self.fs.size(file));
+                Sys::Read(ReadOp {
+                    file,
+                    start: offset.min(end),
+                    pos: offset.min(end),
+                    end,
+                    ra_page: None,
+                    pending: None,
+                    missed: false,
+                })
+            }
+            Syscall::Fault { file, offset } => Sys::Fault {
+                file,
+                page: offset / PAGE_SIZE,
+            },
+            Syscall::Write { file, offset, len } => {
+                // cgroup v2 writeback: the inode belongs to the group that
+                // dirties it (the kernel switches an inode to the group
+                // doing most of its writing; the last writer stands in).
+                self.dirtier.insert(file.0, self.procs[pid].group);
+                Sys::Write(WriteOp {
+                    file,
+                    start: offset,
+                    pos: offset,
+                    end: offset + len,
+                    inode_done: false,
+                    throttle: None,
+                })
+            }
+            Syscall::Fsync(file) => Sys::Sync(SyncOp {
+                target: Some(file),
+                pass: 0,
+            }),
+            Syscall::Sync => Sys::Sync(SyncOp {
+                target: None,
+                pass: 0,
+            }),
+            Syscall::ReadDir(dir) => Sys::ReadDir { dir, next: 0 },
+            Syscall::Create { parent, dir } => Sys::Create(CreateOp {
+                parent,
+                dir,
+                file: None,
+                parent_grew: false,
+            }),
+            Syscall::Sleep(d) => {
+                let p = &mut self.procs[pid];
+                let until = now + p.cpu_debt + d;
+                p.cpu_debt = Duration::ZERO;
+                Sys::Sleep {
+                    until,
+                    armed: false,
+                }
+            }
+            Syscall::SleepUntil(t) => {
+                let p = &mut self.procs[pid];
+                let until = t.max(now + p.cpu_debt);
+                p.cpu_debt = Duration::ZERO;
+                Sys::Sleep {
+                    until,
+                    armed: false,
+                }
+            }
+            Syscall::PipePut { pipe, item } => Sys::PipePut { pipe, item },
+            Syscall::PipeGet(pipe) => Sys::PipeGet(pipe),
+            Syscall::PipeClose(pipe) => Sys::PipeClose(pipe),
+            Syscall::Barrier(id) => Sys::Barrier { id, arrived: false },
+            Syscall::Exit => {
+                // Finish the CPU work first, then exit.
+                let p = &mut self.procs[pid];
+                let until = now + p.cpu_debt;
+                p.cpu_debt = Duration::ZERO;
+                Sys::Exit {
+                    until,
+                    armed: false,
+                }
+            }
+        }
+    }
+
+    fn advance(&mut self, pid: Pid, sys: &mut Sys, io: &mut Io<'_>) -> Step {
+        let syscall = self.params.syscall_cpu;
+        let done = |ret: Ret| Step::Done {
+            ret,
+            cpu: syscall,
+            io: None,
+        };
+        match sys {
+            Sys::Open { file, fresh } => {
+                let block = self.fs.inode_block(*file);
+                if self.ensure_page(pid, FileId::BDEV, block, io).is_err() {
+                    return Step::Block;
+                }
+                if *fresh {
+                    self.procs[pid].ra.insert(file.0, RaState::new());
+                }
+                done(Ret::None)
+            }
+            Sys::Close(file) => {
+                self.procs[pid].ra.remove(&file.0);
+                self.fs.discard_prealloc(*file);
+                done(Ret::None)
+            }
+            Sys::Read(op) => self.do_read(pid, op, io),
+            Sys::Fault { file, page } => {
+                let (file, page) = (*file, *page);
+                match self.cache.state(file, page) {
+                    PageState::Uptodate => {
+                        self.cache.touch(file, page);
+                        done(Ret::None)
+                    }
+                    PageState::Locked => {
+                        self.wait_page(pid, file, page);
+                        Step::Block
+                    }
+                    PageState::Absent => {
+                        let start = page - page % MMAP_READAROUND_PAGES;
+                        if self
+                            .submit_window(pid, file, start, MMAP_READAROUND_PAGES, io)
+                            .is_err()
+                        {
+                            return Step::Block;
+                        }
+                        if self.cache.state(file, page) == PageState::Locked {
+                            self.wait_page(pid, file, page);
+                            return Step::Block;
+                        }
+                        // Past the end of the file.
+                        done(Ret::None)
+                    }
+                }
+            }
+            Sys::Write(op) => self.do_write(pid, op, io),
+            Sys::Sync(op) => self.do_sync(pid, op, io),
+            Sys::ReadDir { dir, next } => {
+                let dir = *dir;
+                let blocks = self.fs.inode(dir).nblocks();
+                while *next < blocks {
+                    if self.ensure_page(pid, dir, *next, io).is_err() {
+                        return Step::Block;
+                    }
+                    *next += 1;
+                }
+                let entries = self.fs.children(dir).len() as u64;
+                Step::Done {
+                    ret: Ret::None,
+                    cpu: syscall + Duration(50 * entries),
+                    io: None,
+                }
+            }
+            Sys::Create(op) => self.do_create(pid, op, io),
+            Sys::Sleep { until, armed } => {
+                if io.now() >= *until {
+                    return Step::Done {
+                        ret: Ret::None,
+                        cpu: Duration::ZERO,
+                        io: None,
+                    };
+                }
+                if !*armed {
+                    *armed = true;
+                    let until = *until;
+                    self.sleep_until(pid, until, io);
+                }
+                Step::Block
+            }
+            Sys::PipePut { pipe, item } => {
+                let p = &mut self.pipes[*pipe];
+                if p.buf.len() < p.cap {
+                    p.buf.push_back(*item);
+                    if let Some((r, g)) = p.reader.take() {
+                        self.wake(r, g);
+                    }
+                    done(Ret::None)
+                } else {
+                    let gen = self.procs[pid].gen;
+                    self.pipes[*pipe].writer = Some((pid, gen));
+                    Step::Block
+                }
+            }
+            Sys::PipeGet(pipe) => {
+                let p = &mut self.pipes[*pipe];
+                if let Some(x) = p.buf.pop_front() {
+                    if let Some((w, g)) = p.writer.take() {
+                        self.wake(w, g);
+                    }
+                    done(Ret::Item(Some(x)))
+                } else if p.closed {
+                    done(Ret::Item(None))
+                } else {
+                    let gen = self.procs[pid].gen;
+                    self.pipes[*pipe].reader = Some((pid, gen));
+                    Step::Block
+                }
+            }
+            Sys::PipeClose(pipe) => {
+                let p = &mut self.pipes[*pipe];
+                p.closed = true;
+                if let Some((r, g)) = p.reader.take() {
+                    self.wake(r, g);
+                }
+                done(Ret::None)
+            }
+            Sys::Barrier { id, arrived } => {
+                if *arrived {
+                    return done(Ret::None);
+                }
+                *arrived = true;
+                let gen = self.procs[pid].gen;
+                let b = &mut self.barriers[*id];
+                if b.waiting.len() + 1 >= b.parties {
+                    let others = std::mem::take(&mut b.waiting);
+                    for (q, g) in others {
+                        self.wake(q, g);
+                    }
+                    done(Ret::None)
+                } else {
+                    b.waiting.push((pid, gen));
+                    Step::Block
+                }
+            }
+            Sys::Exit { until, armed } => {
+                if io.now() >= *until {
+                    return Step::Exit;
+                }
+                if !*armed {
+                    *armed = true;
+                    let until = *until;
+                    self.sleep_until(pid, until, io);
+                }
+                Step::Block
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Reading.
+
+    /// Make `page` of `file` up to date, reading it (alone) if absent.
+    fn ensure_page(&mut self, pid: Pid, file: FileId, page: u64, io: &mut Io<'_>) -> Wait<()> {
+        match self.cache.state(file, page) {
+            PageState::Uptodate => {
+                self.cache.touch(file, page);
+                Ok(())
+            }
+            PageState::Locked => {
+                self.wait_page(pid, file, page);
+                Err(Blocked)
+            }
+            PageState::Absent => {
+                self.submit_window(pid, file, page, 1, io)?;
+                if self.cache.state(file, page) == PageState::Locked {
+                    self.wait_page(pid, file, page);
+                }
+                Err(Blocked)
+            }
+        }
+    }
+
+    /// Pages of `file` (its size rounded up).
+    fn pages_of(&self, file: FileId) -> u64 {
+        self.fs.size(file).div_ceil(PAGE_SIZE)
+    }
+
+    /// Read the absent pages of `[start, start + len)` (clipped to the
+    /// file): `__do_page_cache_readahead`. Reading the indirect blocks that
+    /// map them comes first and may block. Returns the pages read.
+    fn submit_window(
+        &mut self,
+        pid: Pid,
+        file: FileId,
+        start: u64,
+        len: u64,
+        io: &mut Io<'_>,
+    ) -> Wait<u64> {
+        let end = (start + len).min(self.pages_of(file));
+        if start >= end {
+            return Ok(0);
+        }
+        let mut runs = std::mem::take(&mut self.runs);
+        self.cache.absent_runs(file, start, end, &mut runs);
+        if runs.is_empty() {
+            self.runs = runs;
+            return Ok(0);
+        }
+        // The indirect blocks mapping the first and last page of each run
+        // (a run is at most a window, so it spans at most two).
+        if file != FileId::BDEV {
+            for &(s, n) in &runs {
+                for b in [s, s + n - 1] {
+                    for meta in self.fs.meta_path(file, b).into_iter().flatten() {
+                        if let Err(e) = self.ensure_page(pid, FileId::BDEV, meta, io) {
+                            self.runs = runs;
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        let mut total = 0;
+        for &(s, n) in &runs {
+            total += self.cache.insert_locked(file, s, s + n);
+            self.issue(Issuer::Proc(pid), file, s, n, false, true, file, io);
+        }
+        self.runs = runs;
+        Ok(total)
+    }
+
+    fn do_read(&mut self, pid: Pid, op: &mut ReadOp, io: &mut Io<'_>) -> Step {
+        let max = self.params.readahead_max_pages();
+        let min = self.params.readahead_min_pages();
+        let file = op.file;
+        while op.pos < op.end {
+            let page = op.pos / PAGE_SIZE;
+            if op.ra_page != Some(page) {
+                op.ra_page = Some(page);
+                op.missed = false;
+                let ra = self.procs[pid].ra.entry(file.0).or_default();
+                op.pending = ra.on_read(page, max, min);
+            }
+            if let Some(w) = op.pending {
+                match self.submit_window(pid, file, w.start, w.len, io) {
+                    Ok(actual) => {
+                        op.pending = None;
+                        if let Some(ra) = self.procs[pid].ra.get_mut(&file.0) {
+                            ra.submitted(&w, actual);
+                        }
+                    }
+                    Err(Blocked) => return Step::Block,
+                }
+            }
+            match self.cache.state(file, page) {
+                PageState::Uptodate => {
+                    self.cache.touch(file, page);
+                    op.pos = ((page + 1) * PAGE_SIZE).min(op.end);
+                }
+                PageState::Locked => {
+                    self.wait_page(pid, file, page);
+                    return Step::Block;
+                }
+                PageState::Absent => {
+                    if !op.missed {
+                        op.missed = true;
+                        if let Some(ra) = self.procs[pid].ra.get_mut(&file.0) {
+                            ra.on_miss(page, max, min);
+                        }
+                    }
+                    let _ = self.ensure_page(pid, file, page, io);
+                    return Step::Block;
+                }
+            }
+        }
+        let n = op.end - op.start;
+        Step::Done {
+            ret: Ret::Bytes(n),
+            cpu: self.params.copy_cost(n),
+            io: Some(true),
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Writing.
+
+    fn do_write(&mut self, pid: Pid, op: &mut WriteOp, io: &mut Io<'_>) -> Step {
+        let file = op.file;
+        if !op.inode_done {
+            let ib = self.fs.inode_block(file);
+            if self.ensure_page(pid, FileId::BDEV, ib, io).is_err() {
+                return Step::Block;
+            }
+            op.inode_done = true;
+        }
+        loop {
+            if let Some(mut th) = op.throttle {
+                let r = self.balance_dirty_pages(pid, &mut th, io);
+                op.throttle = Some(th);
+                if r.is_err() {
+                    return Step::Block;
+                }
+                op.throttle = None;
+            }
+            if op.pos >= op.end {
+                break;
+            }
+            let page = op.pos / PAGE_SIZE;
+            let chunk_end = (page / CHUNK_PAGES + 1) * CHUNK_PAGES * PAGE_SIZE;
+            let stop = op.end.min(chunk_end);
+            let last = (stop - 1) / PAGE_SIZE;
+            let old_size = self.fs.size(file);
+            let old_blocks = self.fs.inode(file).nblocks();
+            // Mapping already-allocated blocks needs their indirect blocks.
+            if page < old_blocks {
+                for b in [page, last.min(old_blocks - 1)] {
+                    for meta in self.fs.meta_path(file, b).into_iter().flatten() {
+                        if self.ensure_page(pid, FileId::BDEV, meta, io).is_err() {
+                            return Step::Block;
+                        }
+                    }
+                }
+            }
+            // A page being read must finish first; a partly overwritten page
+            // of old data is read first.
+            for p in page..=last {
+                if self.cache.state(file, p) == PageState::Locked {
+                    self.wait_page(pid, file, p);
+                    return Step::Block;
+                }
+            }
+            for (p, partial) in [
+                (page, !op.pos.is_multiple_of(PAGE_SIZE)),
+                (last, !stop.is_multiple_of(PAGE_SIZE)),
+            ] {
+                if partial
+                    && p * PAGE_SIZE < old_size
+                    && self.ensure_page(pid, file, p, io).is_err()
+                {
+                    return Step::Block;
+                }
+            }
+            let now = io.now();
+            if stop > old_size {
+                let colour = self.procs[pid].task.0;
+                let new_meta = self.fs.extend_to(file, stop, colour);
+                for m in new_meta {
+                    self.cache.dirty_range(FileId::BDEV, m, m + 1, now);
+                }
+                let ib = self.fs.inode_block(file);
+                self.cache.dirty_range(FileId::BDEV, ib, ib + 1, now);
+            }
+            let n = self.cache.dirty_range(file, page, last + 1, now);
+            self.stats.peak_dirty_pages = self.stats.peak_dirty_pages.max(self.cache.dirty());
+            self.stats.peak_dirty_writeback_pages = self
+                .stats
+                .peak_dirty_writeback_pages
+                .max(self.cache.dirty() + self.cache.writeback());
+            op.pos = stop;
+            self.ratelimit_count += n;
+            let limit = if self.dirty_exceeded {
+                RATELIMIT_EXCEEDED_PAGES
+            } else {
+                self.params.ratelimit_pages()
+            };
+            if self.ratelimit_count >= limit {
+                self.ratelimit_count = 0;
+                op.throttle = Some(Throttle {
+                    pages_written: 0,
+                    written: 0,
+                    stage: ThrottleStage::Check,
+                });
+            }
+        }
+        let n = op.end - op.start;
+        Step::Done {
+            ret: Ret::Bytes(n),
+            cpu: self.params.copy_cost(n),
+            io: Some(false),
+        }
+    }
+
+    /// `balance_dirty_pages`, resumable.
+    fn balance_dirty_pages(&mut self, pid: Pid, th: &mut Throttle, io: &mut Io<'_>) -> Wait<()> {
+        let (background, thresh) = self.params.dirty_limits();
+        let chunk = self.params.sync_writeback_pages();
+        loop {
+            let over = self.cache.dirty() + self.cache.writeback() > thresh;
+            match th.stage {
+                ThrottleStage::Check => {
+                    if !over {
+                        break;
+                    }
+                    self.dirty_exceeded = true;
+                    if self.params.io_less_throttling {
+                        // 3.2+: the writer only waits; the flusher writes.
+                        if !self.flusher.background && !self.flusher.kupdate {
+                            self.flusher.background = true;
+                            self.kick_flusher(io);
+                        }
+                        self.stats.throttle_waits += 1;
+                        self.congestion_wait(pid, io);
+                        return Err(Blocked);
+                    }
+                    if self.cache.dirty() > 0 {
+                        let ctl = WbCtl {
+                            budget: chunk,
+                            nonblocking: false,
+                            older_than: None,
+                            issuer: Issuer::Proc(pid),
+                            sync: false,
+                        };
+                        let (written, _) = self.writeback_inodes(ctl, io);
+                        self.stats.pages_written_by_writers += written;
+                        th.written = written;
+                        th.stage = ThrottleStage::AfterWrite;
+                        if self.writes_in_flight > self.params.nr_requests {
+                            // get_request_wait: no free request for the last ones.
+                            self.wait_writes(pid, WaitCond::SlotsBelow(self.params.nr_requests));
+                            self.stats.throttle_waits += 1;
+                            return Err(Blocked);
+                        }
+                        continue;
+                    }
+                    self.congestion_wait(pid, io);
+                    return Err(Blocked);
+                }
+                ThrottleStage::AfterWrite => {
+                    if !over {
+                        break;
+                    }
+                    th.pages_written += th.written;
+                    th.written = 0;
+                    if th.pages_written >= chunk {
+                        break;
+                    }
+                    th.stage = ThrottleStage::Check;
+                    self.congestion_wait(pid, io);
+                    return Err(Blocked);
+                }
+            }
+        }
+        if self.cache.dirty() + self.cache.writeback() <= thresh {
+            self.dirty_exceeded = false;
+        }
+        if !self.flusher.background && !self.flusher.kupdate && self.cache.dirty() > background {
+            self.flusher.background = true;
+            self.kick_flusher(io);
+        }
+        Ok(())
+    }
+
+    /// `writeback_inodes`: dirty files oldest first (file data before the
+    /// block device's metadata, as the kernel walks the ext2 superblock
+    /// before the block device's), each from where its last writeback
+    /// stopped. Returns pages written and whether it stopped at congestion.
+    fn writeback_inodes(&mut self, ctl: WbCtl, io: &mut Io<'_>) -> (u64, bool) {
+        let mut written = 0;
+        for metadata in [false, true] {
+            let mut after = None;
+            while let Some((since, file)) = self.cache.next_dirty_file(after) {
+                after = Some((since, file.0));
+                if (file == FileId::BDEV) != metadata {
+                    continue;
+                }
+                if ctl.older_than.is_some_and(|t| since > t) {
+                    break;
+                }
+                let (n, congested) = self.write_file(file, ctl, ctl.budget - written, file, io);
+                written += n;
+                if congested {
+                    return (written, true);
+                }
+                if written >= ctl.budget {
+                    return (written, false);
+                }
+            }
+        }
+        (written, false)
+    }
+
+    fn is_congested(&self) -> bool {
+        self.writes_in_flight >= self.params.congestion_on()
+    }
+
+    /// Write up to `budget` dirty pages of `file`, cyclically from its
+    /// cursor (`writeback_index`).
+    fn write_file(
+        &mut self,
+        file: FileId,
+        ctl: WbCtl,
+        budget: u64,
+        owner: FileId,
+        io: &mut Io<'_>,
+    ) -> (u64, bool) {
+        let max_req = u64::from(self.params.max_sectors) * 512 / PAGE_SIZE;
+        let cursor = self.wb_cursor.get(&file.0).copied().unwrap_or(0);
+        let mut written = 0;
+        let mut congested = false;
+        'ranges: for (lo, hi) in [(cursor, u64::MAX), (0, cursor)] {
+            let mut from = lo;
+            while written < budget {
+                if ctl.nonblocking && self.is_congested() {
+                    congested = true;
+                    break 'ranges;
+                }
+                let Some((s, n)) = self.cache.start_writeback(
+                    file,
+                    from,
+                    hi,
+                    (budget - written).min(max_req.max(1)),
+                ) else {
+                    break;
+                };
+                self.issue(ctl.issuer, file, s, n, true, ctl.sync, owner, io);
+                written += n;
+                from = s + n;
+                self.wb_cursor.insert(file.0, from);
+            }
+            if written >= budget {
+                break;
+            }
+        }
+        (written, congested)
+    }
+
+    /// Submit the disk requests for pages `[page, page + pages)` of `file`:
+    /// one per disk-contiguous piece, at most `max_sectors` each.
+    #[allow(clippy::too_many_arguments)]
+    fn issue(
+        &mut self,
+        issuer: Issuer,
+        file: FileId,
+        page: u64,
+        pages: u64,
+        write: bool,
+        sync: bool,
+        owner: FileId,
+        io: &mut Io<'_>,
+    ) {
+        let (task, prio, group) = match issuer {
+            Issuer::Proc(pid) => {
+                let p = &self.procs[pid];
+                (p.task, p.prio, p.group)
+            }
+            Issuer::Flusher => {
+                let group = match self.params.writeback_charge {
+                    WritebackCharge::Dirtier => {
+                        self.dirtier.get(&owner.0).copied().unwrap_or(GroupId::ROOT)
+                    }
+                    WritebackCharge::Flusher => GroupId::ROOT,
+                };
+                (self.pdflush, IoPrio::default(), group)
+            }
+        };
+        let max_pages = (u64::from(self.params.max_sectors) * 512 / PAGE_SIZE).max(1);
+        let spb = self.fs.geo.sectors_per_block();
+        let mut pieces = std::mem::take(&mut self.pieces);
+        pieces.clear();
+        self.fs.for_runs(file, page, pages, |fb, db, n| {
+            let mut off = 0;
+            while off < n {
+                let k = (n - off).min(max_pages);
+                pieces.push((fb + off, db + off, k));
+                off += k;
+            }
+        });
+        for &(fb, db, n) in &pieces {
+            let id = io.submit(BlockIo {
+                op: if write { Op::Write } else { Op::Read },
+                sync: !write || sync,
+                sector: self.fs.geo.sector_of(db),
+                sectors: (n * spb) as u32,
+                task,
+                prio,
+                group,
+            });
+            let mut seq = 0;
+            if write {
+                self.write_seq += 1;
+                seq = self.write_seq;
+                self.writes_in_flight += 1;
+                self.outstanding.insert(seq);
+                self.file_writes.entry(owner.0).or_default().push(seq);
+                if self.is_congested() {
+                    self.congested = true;
+                }
+                self.stats.write_requests += 1;
+                self.stats.pages_written += n;
+            } else {
+                self.stats.read_requests += 1;
+                self.stats.pages_read += n;
+            }
+            self.tags.insert(
+                id,
+                Tag {
+                    file,
+                    page: fb,
+                    pages: n,
+                    write,
+                    seq,
+                    owner,
+                    issuer,
+                },
+            );
+        }
+        self.pieces = pieces;
+    }
+
+    /// fsync and sync, resumable: issue, wait, issue what was under
+    /// writeback the first time, wait.
+    fn do_sync(&mut self, pid: Pid, op: &mut SyncOp, io: &mut Io<'_>) -> Step {
+        loop {
+            match op.pass {
+                0 | 2 => {
+                    let ctl = WbCtl {
+                        budget: u64::MAX,
+                        nonblocking: false,
+                        older_than: None,
+                        issuer: Issuer::Proc(pid),
+                        sync: true,
+                    };
+                    match op.target {
+                        Some(f) => {
+                            self.write_file(f, ctl, u64::MAX, f, io);
+                            // Its indirect blocks and inode, if dirty.
+                            let mut meta = self.fs.inode(f).meta.clone();
+                            meta.push(self.fs.inode_block(f));
+                            for b in meta {
+                                if self.cache.is_dirty(FileId::BDEV, b) {
+                                    if let Some((s, n)) =
+                                        self.cache.start_writeback(FileId::BDEV, b, b + 1, 1)
+                                    {
+                                        self.issue(
+                                            Issuer::Proc(pid),
+                                            FileId::BDEV,
+                                            s,
+                                            n,
+                                            true,
+                                            true,
+                                            f,
+                                            io,
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                        None => {
+                            self.writeback_inodes(ctl, io);
+                        }
+                    }
+                    op.pass += 1;
+                }
+                1 | 3 => {
+                    let seq = self.write_seq;
+                    let cond = match op.target {
+                        Some(file) => WaitCond::FileWrites { file, seq },
+                        None => WaitCond::AllWrites { seq },
+                    };
+                    if !self.satisfied(cond) {
+                        self.wait_writes(pid, cond);
+                        // Re-check this pass when woken.
+                        return Step::Block;
+                    }
+                    op.pass += 1;
+                }
+                _ => {
+                    return Step::Done {
+                        ret: Ret::None,
+                        cpu: self.params.syscall_cpu,
+                        io: None,
+                    }
+                }
+            }
+        }
+    }
+
+    fn satisfied(&self, cond: WaitCond) -> bool {
+        match cond {
+            WaitCond::SlotsBelow(n) => self.writes_in_flight <= n,
+            WaitCond::FileWrites { file, seq } => self
+                .file_writes
+                .get(&file.0)
+                .is_none_or(|v| v.iter().all(|&s| s > seq)),
+            WaitCond::AllWrites { seq } => self.outstanding.first().is_none_or(|&s| s > seq),
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Creating files.
+
+    fn do_create(&mut self, pid: Pid, op: &mut CreateOp, io: &mut Io<'_>) -> Step {
+        let f = match op.file {
+            Some(f) => f,
+            None => {
+                let before = self.fs.inode(op.parent).nblocks();
+                let kind = if op.dir { Kind::Dir } else { Kind::File };
+                let colour = self.procs[pid].task.0;
+                let f = self.fs.create(op.parent, kind, colour);
+                op.parent_grew = self.fs.inode(op.parent).nblocks() > before;
+                op.file = Some(f);
+                f
+            }
+        };
+        let group = self.fs.inode(f).group;
+        let geo = &self.fs.geo;
+        let meta = [
+            self.fs.inode_block(f),
+            geo.inode_bitmap(group),
+            geo.block_bitmap(group),
+        ];
+        for b in meta {
+            if self.ensure_page(pid, FileId::BDEV, b, io).is_err() {
+                return Step::Block;
+            }
+        }
+        let last = self.fs.last_dir_block(op.parent);
+        if !op.parent_grew && self.ensure_page(pid, op.parent, last, io).is_err() {
+            return Step::Block;
+        }
+        let now = io.now();
+        for b in meta {
+            self.cache.dirty_range(FileId::BDEV, b, b + 1, now);
+        }
+        self.cache.dirty_range(op.parent, last, last + 1, now);
+        if op.dir {
+            self.cache.dirty_range(f, 0, 1, now);
+        }
+        Step::Done {
+            ret: Ret::File(f),
+            cpu: self.params.syscall_cpu,
+            io: None,
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Completions and the flusher.
+
+    fn on_complete(&mut self, done: &Completion, io: &mut Io<'_>) {
+        let Some(tag) = self.tags.remove(&done.id) else {
+            panic!("host: completion of unknown request {:?}", done.id);
+        };
+        let end = tag.page + tag.pages;
+        if !tag.write {
+            self.cache.mark_uptodate(tag.file, tag.page, end);
+            let mut c = tag.page / CHUNK_PAGES;
+            while c * CHUNK_PAGES < end {
+                let key = (u64::from(tag.file.0) << 32) | c;
+                if let Some(waiters) = self.page_waiters.remove(&key) {
+                    for (pid, gen) in waiters {
+                        self.wake(pid, gen);
+                    }
+                }
+                c += 1;
+            }
+            return;
+        }
+        self.cache.end_writeback(tag.file, tag.page, end);
+        self.writes_in_flight -= 1;
+        self.outstanding.remove(&tag.seq);
+        if let Some(v) = self.file_writes.get_mut(&tag.owner.0) {
+            if let Some(i) = v.iter().position(|&s| s == tag.seq) {
+                v.swap_remove(i);
+            }
+            if v.is_empty() {
+                self.file_writes.remove(&tag.owner.0);
+            }
+        }
+        if tag.issuer == Issuer::Flusher {
+            let stats = &mut self.rows[self.pdflush_row].stats;
+            stats.record(
+                false,
+                tag.pages * PAGE_SIZE,
+                done.completed.since(done.submitted),
+            );
+        }
+        if self.congested && self.writes_in_flight < self.params.congestion_off() {
+            self.congested = false;
+            for (pid, gen) in std::mem::take(&mut self.congestion_waiters) {
+                self.wake(pid, gen);
+            }
+            if self.flusher.waiting {
+                self.flusher_woken(io);
+            }
+        }
+        if !self.write_waiters.is_empty() {
+            let waiters = std::mem::take(&mut self.write_waiters);
+            for (pid, gen, cond) in waiters {
+                if self.procs[pid].gen != gen || self.procs[pid].exited {
+                    continue;
+                }
+                if self.satisfied(cond) {
+                    self.wake(pid, gen);
+                } else {
+                    self.write_waiters.push((pid, gen, cond));
+                }
+            }
+        }
+    }
+
+    fn kick_flusher(&mut self, io: &mut Io<'_>) {
+        if !self.flusher.waiting {
+            self.flusher_run(io);
+        }
+    }
+
+    fn flusher_wait(&mut self, congested: bool, io: &mut Io<'_>) {
+        self.flusher.waiting = true;
+        self.flusher.wait_congested = congested;
+        self.flusher.gen += 1;
+        let gen = self.flusher.gen;
+        self.arm(
+            io.now() + CONGESTION_WAIT,
+            TimerAction::FlusherWake(gen),
+            io,
+        );
+    }
+
+    fn flusher_woken(&mut self, io: &mut Io<'_>) {
+        self.flusher.waiting = false;
+        self.flusher.gen += 1;
+        if self.flusher.background && !self.flusher.wait_congested {
+            // background_writeout: wrote less than asked, not congested.
+            self.flusher.background = false;
+        }
+        self.flusher_run(io);
+    }
+
+    /// pdflush: background writeout first, then a pending kupdate pass.
+    fn flusher_run(&mut self, io: &mut Io<'_>) {
+        let budget = self.params.max_writeback_pages;
+        loop {
+            if self.flusher.background {
+                let (background, _) = self.params.dirty_limits();
+                if self.cache.dirty() < background {
+                    self.flusher.background = false;
+                    continue;
+                }
+                let ctl = WbCtl {
+                    budget,
+                    nonblocking: true,
+                    older_than: None,
+                    issuer: Issuer::Flusher,
+                    sync: false,
+                };
+                let (written, congested) = self.writeback_inodes(ctl, io);
+                if written < budget {
+                    self.flusher_wait(congested, io);
+                    return;
+                }
+                continue;
+            }
+            if self.flusher.kupdate {
+                if self.flusher.kupdate_left <= 0 {
+                    self.finish_kupdate(io);
+                    continue;
+                }
+                let oldest = Instant(
+                    io.now()
+                        .nanos()
+                        .saturating_sub(self.params.dirty_expire().nanos()),
+                );
+                let ctl = WbCtl {
+                    budget,
+                    nonblocking: true,
+                    older_than: Some(oldest),
+                    issuer: Issuer::Flusher,
+                    sync: false,
+                };
+                let (written, congested) = self.writeback_inodes(ctl, io);
+                self.flusher.kupdate_left -= written as i64;
+                if written < budget {
+                    if congested {
+                        self.flusher_wait(true, io);
+                        return;
+                    }
+                    self.finish_kupdate(io);
+                }
+                continue;
+            }
+            return;
+        }
+    }
+
+    fn finish_kupdate(&mut self, io: &mut Io<'_>) {
+        self.flusher.kupdate = false;
+        let interval = self.params.dirty_writeback_interval();
+        if interval > Duration::ZERO {
+            let next =
+                (self.flusher.kupdate_start + interval).max(io.now() + Duration::from_secs(1));
+            self.arm(next, TimerAction::Kupdate, io);
+        }
+    }
+}
+
+impl Workload for Host {
+    fn start(&mut self, io: &mut Io<'_>) {
+        for pid in 0..self.procs.len() {
+            let at = Instant::ZERO + self.procs[pid].start;
+            self.arm(at, TimerAction::Start(pid), io);
+        }
+        let interval = self.params.dirty_writeback_interval();
+        if interval > Duration::ZERO {
+            self.arm(Instant::ZERO + interval, TimerAction::Kupdate, io);
+        }
+    }
+
+    fn wake(&mut self, token: u64, io: &mut Io<'_>) {
+        let Some(action) = self.timers.remove(&token) else {
+            return;
+        };
+        match action {
+            TimerAction::Start(pid) => {
+                let p = &mut self.procs[pid];
+                p.blocked = false;
+                let row = &mut self.rows[p.row].stats;
+                if row.started.is_none() {
+                    row.started = Some(io.now());
+                }
+                self.ready.push_back(pid);
+            }
+            TimerAction::Wake(pid, gen) => self.wake(pid, gen),
+            TimerAction::FlusherWake(gen) => {
+                if self.flusher.waiting && self.flusher.gen == gen {
+                    self.flusher_woken(io);
+                }
+            }
+            TimerAction::Kupdate => {
+                self.flusher.kupdate = true;
+                self.flusher.kupdate_start = io.now();
+                self.flusher.kupdate_left = self.cache.dirty() as i64 + 1;
+                self.kick_flusher(io);
+            }
+        }
+        self.run_ready(io);
+    }
+
+    fn completed(&mut self, done: &Completion, io: &mut Io<'_>) {
+        self.on_complete(done, io);
+        self.run_ready(io);
+    }
+
+    fn finished(&self) -> bool {
+        self.rows
+            .iter()
+            .enumerate()
+            .all(|(i, r)| !r.measured || self.row_done(i))
+    }
+}
+
+impl Part for Host {
+    fn tasks(&self) -> Vec<TaskId> {
+        std::iter::once(self.pdflush)
+            .chain(self.procs.iter().map(|p| p.task))
+            .collect()
+    }
+
+    fn measured(&self) -> bool {
+        self.rows.iter().any(|r| r.measured)
+    }
+
+    fn stats(&self) -> Vec<JobStats> {
+        let mut out: Vec<JobStats> = self.rows.iter().map(|r| r.stats.clone()).collect();
+        let s = &self.stats;
+        let figures = [
+            ("host_read_requests", s.read_requests as f64),
+            ("host_write_requests", s.write_requests as f64),
+            (
+                "host_pages_written_by_writers",
+                s.pages_written_by_writers as f64,
+            ),
+            ("host_throttle_waits", s.throttle_waits as f64),
+            (
+                "host_peak_dirty_mb",
+                (s.peak_dirty_pages * PAGE_SIZE) as f64 / 1e6,
+            ),
+            ("host_pages_evicted", self.cache.stats.pages_evicted as f64),
+            ("host_overcommits", self.cache.stats.overcommits as f64),
+        ];
+        let extra = &mut out[self.pdflush_row].extra;
+        for (k, v) in figures {
+            if v != 0.0 {
+                extra.insert(k.to_string(), v);
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,339 @@
+//! Host parameters: the machine, the VM's knobs and the file system's
+//! geometry, with the kernel's names and defaults.
+//!
+//! [`HostParams::linux_2_6`] is the Linux 2.5.6x/2.6.0 host the 2003
+//! benchmarks ran on (P4-HT, 256 MB, ext2 with 4 KiB blocks). Every default
+//! below is a named constant that says where it comes from. A preset is a
+//! starting point: scenario files override single fields.
+
+use elevator_core::Duration;
+
+/// Bytes per page on i386 (`PAGE_SIZE`).
+pub const PAGE_SIZE: u64 = 4096;
+
+/// `VM_MAX_READAHEAD`, 128 KiB: the default maximum readahead window
+/// (include/linux/mm.h, 2.5/2.6), per device `read_ahead_kb`.
+pub const VM_MAX_READAHEAD: u64 = 128 << 10;
+/// `VM_MIN_READAHEAD`, 16 KiB (include/linux/mm.h, 2.5/2.6): the floor a
+/// thrashing window shrinks to in `handle_ra_miss`.
+pub const VM_MIN_READAHEAD: u64 = 16 << 10;
+/// `MMAP_READAROUND`, 16 pages: the window a page fault on a file mapping
+/// reads around the faulting page (mm/filemap.c, 2.6.0).
+pub const MMAP_READAROUND_PAGES: u64 = 16;
+
+/// `dirty_background_ratio`, 10 %: pdflush starts background writeback above
+/// this share of memory dirty (mm/page-writeback.c, 2.5.x–2.6.21).
+pub const DIRTY_BACKGROUND_RATIO: u32 = 10;
+/// `vm_dirty_ratio`, 40 %: a writer is throttled in `balance_dirty_pages`
+/// once dirty + writeback memory passes it (mm/page-writeback.c, 2.5.x–2.6.21;
+/// lowered to 10/20 only in 2.6.22).
+pub const DIRTY_RATIO: u32 = 40;
+/// `dirty_expire_centisecs`, 30 s: data dirty for longer is written by the
+/// periodic (kupdate) writeback (mm/page-writeback.c, `30 * HZ`).
+pub const DIRTY_EXPIRE_CENTISECS: u32 = 3000;
+/// `dirty_writeback_centisecs`, 5 s: the kupdate-style flush interval
+/// (mm/page-writeback.c, `5 * HZ`).
+pub const DIRTY_WRITEBACK_CENTISECS: u32 = 500;
+/// `MAX_WRITEBACK_PAGES`, 1024: the pages one background or kupdate pass
+/// writes before it looks at the thresholds again (mm/page-writeback.c).
+pub const MAX_WRITEBACK_PAGES: u64 = 1024;
+/// The sleep of `blk_congestion_wait(WRITE, HZ/10)` when no queue leaves
+/// congestion first (mm/page-writeback.c callers, drivers/block/ll_rw_blk.c).
+pub const CONGESTION_WAIT: Duration = Duration::from_millis(100);
+/// `ratelimit` once `dirty_exceeded` is set: writers look at the limits every
+/// 8 dirtied pages instead of every `ratelimit_pages`
+/// (`balance_dirty_pages_ratelimited`, mm/page-writeback.c).
+pub const RATELIMIT_EXCEEDED_PAGES: u64 = 8;
+/// Request slots per direction, `BLKDEV_MAX_RQ` (include/linux/blkdev.h,
+/// 2.6): the host uses it for the queue's congestion thresholds.
+pub const NR_REQUESTS: u32 = 128;
+
+/// The 2003 test machine: "a fast P4-HT with 256MB of memory" (seed).
+pub const MEMORY_2003: u64 = 256 << 20;
+/// Memory the page cache cannot use (kernel text and data, slab, page
+/// tables, the processes' anonymous memory). The seed's `vmstat 1` shows
+/// `cache` at 222–234 MB and `buff` at 1–3 MB of the 256 MB during every
+/// streaming test, so about 24 MiB is elsewhere.
+pub const RESERVED_2003: u64 = 24 << 20;
+/// A P4 with Hyper-Threading shows two CPUs; `set_ratelimit` divides by it.
+pub const CPUS_2003: u32 = 2;
+
+/// Block size of the 2003 ext2 file system (mke2fs picks 4 KiB on disks of
+/// that size).
+pub const BLOCK_SIZE: u64 = 4096;
+/// Blocks per group: one bitmap block of 8 x 4096 bits, so 32768 blocks or
+/// 128 MiB per group (ext2 on-disk format).
+pub const BLOCKS_PER_GROUP: u64 = 32768;
+/// Inodes per group: mke2fs's default of one inode per 8 KiB of disk gives
+/// 16384 per 128 MiB group, a 2 MiB inode table of 128-byte inodes. The
+/// e2fsprogs of the time used 4096 or 8192 depending on version; 8192 is
+/// the later mke2fs.conf default [from memory; it only sets where the
+/// inode table ends and how Orlov weighs free inodes].
+pub const INODES_PER_GROUP: u32 = 16384;
+/// Bytes per on-disk inode in ext2 revision 0/1 with default settings.
+pub const INODE_SIZE: u64 = 128;
+/// `EXT2_DEFAULT_PREALLOC_BLOCKS`, 8: blocks reserved past a file's last
+/// allocation so that interleaved writers do not interleave block by block
+/// (fs/ext2/ext2.h).
+pub const PREALLOC_BLOCKS: u64 = 8;
+
+/// CPU cost of a system call's entry and exit on a 2003 P4 [derived: a few
+/// hundred ns for the trap plus VFS work; 1 µs keeps the order of magnitude].
+pub const SYSCALL_CPU: Duration = Duration::from_micros(1);
+/// CPU cost of copying one KiB between the page cache and user memory:
+/// `cat` of a cached file ran at roughly 1 GB/s on such a machine [from
+/// memory; it only matters for fully cached reads].
+pub const COPY_CPU_PER_KIB: Duration = Duration::from_nanos(1000);
+/// A process runs this much CPU time back to back before the simulation
+/// advances its clock (it never delays an I/O by more than this).
+pub const CPU_QUANTUM: Duration = Duration::from_micros(200);
+
+/// How new directories are placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocator {
+    /// The Orlov allocator (fs/ext2/ialloc.c, merged in 2.5.4x): top-level
+    /// directories spread out, others stay near their parent.
+    Orlov,
+    /// The 2.4 allocator (`find_group_dir`, the `oldalloc` mount option):
+    /// every directory goes to the emptiest group with enough free inodes.
+    Old,
+}
+
+/// The file system's geometry and allocation policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FsParams {
+    pub block_size: u64,
+    pub blocks_per_group: u64,
+    pub inodes_per_group: u32,
+    pub allocator: Allocator,
+    /// Size of the file system (bytes); `None`: the whole device.
+    pub size: Option<u64>,
+    /// Where the file system starts on the device (bytes).
+    pub offset: u64,
+    /// Share of each group's data blocks pre-filled in small scattered runs
+    /// before any file is placed (an aged file system); 0 for a fresh one.
+    pub fragmentation: f64,
+}
+
+impl Default for FsParams {
+    fn default() -> Self {
+        FsParams {
+            block_size: BLOCK_SIZE,
+            blocks_per_group: BLOCKS_PER_GROUP,
+            inodes_per_group: INODES_PER_GROUP,
+            allocator: Allocator::Orlov,
+            size: None,
+            offset: 0,
+            fragmentation: 0.0,
+        }
+    }
+}
+
+/// Which group buffered writeback is charged to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WritebackCharge {
+    /// cgroup v2 writeback (Linux 4.2+, Tejun Heo): an inode's dirty pages
+    /// are written back on behalf of the group that dirtied them, so the
+    /// group's weight and `io.max` apply to its buffered writes.
+    Dirtier,
+    /// cgroup v1: the flusher writes everything from the root group, so
+    /// buffered writes escape group limits (the complaint of `docker
+    /// --device-write-bps` users, reference notes §9.5).
+    Flusher,
+}
+
+/// Everything about the host that is not a process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostParams {
+    /// The preset these values started from.
+    pub preset: String,
+    /// Physical memory (bytes).
+    pub memory: u64,
+    /// Memory the page cache cannot use (bytes).
+    pub reserved: u64,
+    pub cpus: u32,
+    /// Largest readahead window (bytes): `read_ahead_kb`.
+    pub readahead_max: u64,
+    /// Smallest window a thrashing stream shrinks to (bytes).
+    pub readahead_min: u64,
+    pub dirty_background_ratio: u32,
+    pub dirty_ratio: u32,
+    pub dirty_expire_centisecs: u32,
+    pub dirty_writeback_centisecs: u32,
+    pub max_writeback_pages: u64,
+    /// Who pays for buffered writeback (default: the dirtier, cgroup v2).
+    pub writeback_charge: WritebackCharge,
+    /// IO-less dirty throttling (Linux 3.2, Wu Fengguang): a writer over
+    /// the dirty limit waits for the flusher instead of writing back pages
+    /// itself. Off for the 2.4/2.6.0 presets, whose writers wrote.
+    pub io_less_throttling: bool,
+    /// Request slots per direction in the block queue below (`nr_requests`).
+    pub nr_requests: u32,
+    /// Largest request the device takes, sectors (`max_sectors`).
+    pub max_sectors: u32,
+    pub syscall_cpu: Duration,
+    pub copy_cpu_per_kib: Duration,
+    pub fs: FsParams,
+}
+
+impl Default for HostParams {
+    fn default() -> Self {
+        HostParams::linux_2_6()
+    }
+}
+
+/// The preset names [`HostParams::preset`] accepts.
+pub const PRESETS: &[&str] = &["linux-2.6", "linux-2.4"];
+
+impl HostParams {
+    /// The 2.5.6x/2.6.0 host of the 2003 benchmarks, with the kernel's
+    /// defaults.
+    pub fn linux_2_6() -> Self {
+        HostParams {
+            preset: "linux-2.6".to_string(),
+            memory: MEMORY_2003,
+            reserved: RESERVED_2003,
+            cpus: CPUS_2003,
+            readahead_max: VM_MAX_READAHEAD,
+            readahead_min: VM_MIN_READAHEAD,
+            dirty_background_ratio: DIRTY_BACKGROUND_RATIO,
+            dirty_ratio: DIRTY_RATIO,
+            dirty_expire_centisecs: DIRTY_EXPIRE_CENTISECS,
+            dirty_writeback_centisecs: DIRTY_WRITEBACK_CENTISECS,
+            max_writeback_pages: MAX_WRITEBACK_PAGES,
+            writeback_charge: WritebackCharge::Dirtier,
+            io_less_throttling: false,
+            nr_requests: NR_REQUESTS,
+            max_sectors: 256,
+            syscall_cpu: SYSCALL_CPU,
+            copy_cpu_per_kib: COPY_CPU_PER_KIB,
+            fs: FsParams::default(),
+        }
+    }
+
+    /// The 2.4.21 host's writeback thresholds on the same machine. Only the
+    /// numbers change; the mechanisms stay the 2.6 ones (see the module
+    /// docs of `writeback`):
+    ///
+    /// - background writeback at 30 % and synchronous throttling at 60 %:
+    ///   bdflush's `nfract = 30` and `nfract_sync = 60` (fs/buffer.c,
+    ///   2.4.21 `bdf_prm`), which Andrew Morton quotes as the 2.4 settings
+    ///   to compare 2.5 against ("dirty_ratio=60 and dirty_async_ratio=30");
+    /// - kupdate every 5 s (`interval = 5*HZ`) writing buffers older than
+    ///   30 s (`age_buffer = 30*HZ`), the same as 2.6's defaults;
+    /// - readahead up to 31 pages (`vm_max_readahead = 31`, mm/filemap.c
+    ///   2.4.21), i.e. 124 KiB, at least 3 pages (`vm_min_readahead`).
+    pub fn linux_2_4() -> Self {
+        HostParams {
+            preset: "linux-2.4".to_string(),
+            readahead_max: 31 * PAGE_SIZE,
+            readahead_min: 3 * PAGE_SIZE,
+            dirty_background_ratio: 30,
+            dirty_ratio: 60,
+            fs: FsParams {
+                allocator: Allocator::Old,
+                ..FsParams::default()
+            },
+            ..HostParams::linux_2_6()
+        }
+    }
+
+    /// A preset by name.
+    pub fn preset(name: &str) -> Option<Self> {
+        match name {
+            "linux-2.6" | "linux-2.5" => Some(HostParams::linux_2_6()),
+            "linux-2.4" => Some(HostParams::linux_2_4()),
+            _ => None,
+        }
+    }
+
+    /// Pages the page cache may hold.
+    pub fn cache_pages(&self) -> u64 {
+        self.memory.saturating_sub(self.reserved) / PAGE_SIZE
+    }
+
+    /// `total_pages` of mm/page-writeback.c: the machine's pages, against
+    /// which the dirty ratios are taken.
+    pub fn total_pages(&self) -> u64 {
+        self.memory / PAGE_SIZE
+    }
+
+    /// `ratelimit_pages` as `set_ratelimit` computes it: total pages over 32
+    /// per CPU, at least 16, at most 4 MiB worth.
+    pub fn ratelimit_pages(&self) -> u64 {
+        (self.total_pages() / (u64::from(self.cpus.max(1)) * 32)).clamp(16, (4 << 20) / PAGE_SIZE)
+    }
+
+    /// `sync_writeback_pages()`: what a throttled writer writes itself,
+    /// 1.5 x `ratelimit_pages`.
+    pub fn sync_writeback_pages(&self) -> u64 {
+        let r = self.ratelimit_pages();
+        r + r / 2
+    }
+
+    /// (background, dirty) thresholds in pages, as `get_dirty_limits`
+    /// computes them (without the mapped-memory clamp: the simulated
+    /// processes map little).
+    pub fn dirty_limits(&self) -> (u64, u64) {
+        let dirty_ratio = u64::from(self.dirty_ratio.max(5));
+        let mut background_ratio = u64::from(self.dirty_background_ratio);
+        if background_ratio >= dirty_ratio {
+            background_ratio = dirty_ratio / 2;
+        }
+        let total = self.total_pages();
+        (background_ratio * total / 100, dirty_ratio * total / 100)
+    }
+
+    /// The queue counts as write-congested from this many requests...
+    pub fn congestion_on(&self) -> u32 {
+        let n = self.nr_requests;
+        (n - n / 8 + 1).min(n)
+    }
+
+    /// ...until it drains below this many (`blk_queue_congestion_threshold`,
+    /// drivers/block/ll_rw_blk.c, 2.6).
+    pub fn congestion_off(&self) -> u32 {
+        let n = self.nr_requests;
+        (n - n / 8).saturating_sub(n / 16 + 1).max(1)
+    }
+
+    pub fn readahead_max_pages(&self) -> u64 {
+        self.readahead_max / PAGE_SIZE
+    }
+
+    pub fn readahead_min_pages(&self) -> u64 {
+        (self.readahead_min / PAGE_SIZE).max(1)
+    }
+
+    pub fn dirty_expire(&self) -> Duration {
+        Duration::from_millis(u64::from(self.dirty_expire_centisecs) * 10)
+    }
+
+    pub fn dirty_writeback_interval(&self) -> Duration {
+        Duration::from_millis(u64::from(self.dirty_writeback_centisecs) * 10)
+    }
+
+    /// CPU time of a read() or write() moving `bytes`.
+    pub fn copy_cost(&self, bytes: u64) -> Duration {
+        Duration(self.syscall_cpu.nanos() + self.copy_cpu_per_kib.nanos() * bytes / 1024)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_2003_machine() {
+        let p = HostParams::linux_2_6();
+        // 65536 pages / (2 CPUs * 32) = 1024, the 4 MiB cap.
+        assert_eq!(p.ratelimit_pages(), 1024);
+        assert_eq!(p.sync_writeback_pages(), 1536);
+        assert_eq!(p.dirty_limits(), (6553, 26214));
+        assert_eq!((p.congestion_on(), p.congestion_off()), (113, 103));
+        assert_eq!(p.readahead_max_pages(), 32);
+        assert_eq!(p.cache_pages(), (232 << 20) / 4096);
+        let old = HostParams::linux_2_4();
+        assert_eq!(old.dirty_limits(), (19660, 39321));
+    }
+}

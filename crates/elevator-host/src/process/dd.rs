@@ -1,0 +1,58 @@
+//! `dd if=/dev/zero of=F bs=1M count=N conv=notrunc`: N buffered writes of
+//! `bs` from the start of F, then close; in an endless loop it is the
+//! seeds' streaming writer (`while true; do dd ...; done`). Nothing waits
+//! for the disk but `balance_dirty_pages`.
+
+use crate::fs::FileId;
+use crate::syscall::{Ctx, Program, Syscall};
+
+#[derive(Debug)]
+pub struct Dd {
+    file: FileId,
+    bs: u64,
+    count: u64,
+    repeat: bool,
+    i: u64,
+    opened: bool,
+}
+
+impl Dd {
+    pub fn new(file: FileId, bs: u64, count: u64, repeat: bool) -> Self {
+        Dd {
+            file,
+            bs: bs.max(1),
+            count,
+            repeat,
+            i: 0,
+            opened: false,
+        }
+    }
+}
+
+impl Program for Dd {
+    fn next(&mut self, _cx: &mut Ctx<'_>) -> Syscall {
+        if !self.opened {
+            self.opened = true;
+            self.i = 0;
+            return Syscall::Open(self.file);
+        }
+        if self.i < self.count {
+            let offset = self.i * self.bs;
+            self.i += 1;
+            return Syscall::Write {
+                file: self.file,
+                offset,
+                len: self.bs,
+            };
+        }
+        if self.repeat {
+            self.opened = false;
+            return Syscall::Close(self.file);
+        }
+        if self.i == self.count {
+            self.i += 1;
+            return Syscall::Close(self.file);
+        }
+        Syscall::Exit
+    }
+}

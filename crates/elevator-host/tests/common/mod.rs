@@ -1,0 +1,98 @@
+//! Shared test harness: a host on a real device profile under a policy,
+//! with every request the device saw recorded.
+
+#![allow(dead_code)]
+
+use elevator_core::{Instant, Op, QueueLimits, Request, RequestId};
+use elevator_device::{Device, DeviceStats};
+use elevator_host::{Host, HostParams};
+use elevator_sim::{Engine, EngineConfig, RunSummary};
+use std::sync::{Arc, Mutex};
+
+/// A request as the device saw it (after the policy's merges).
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub id: RequestId,
+    pub op: Op,
+    pub sector: u64,
+    pub sectors: u32,
+    pub task: u32,
+    pub submitted: Instant,
+    pub completed: Option<Instant>,
+}
+
+/// Wraps a device and logs what it services.
+#[derive(Debug)]
+pub struct Recorder {
+    inner: Box<dyn Device>,
+    pub log: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Device for Recorder {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn limits(&self) -> QueueLimits {
+        self.inner.limits()
+    }
+    fn submit(&mut self, r: &Request, now: Instant) {
+        self.log.lock().unwrap().push(Seen {
+            id: r.id,
+            op: r.op,
+            sector: r.sector,
+            sectors: r.sectors,
+            task: r.task.0,
+            submitted: now,
+            completed: None,
+        });
+        self.inner.submit(r, now);
+    }
+    fn next_completion(&self) -> Option<Instant> {
+        self.inner.next_completion()
+    }
+    fn complete(&mut self, now: Instant) -> Option<RequestId> {
+        let id = self.inner.complete(now)?;
+        let mut log = self.log.lock().unwrap();
+        if let Some(s) = log.iter_mut().rev().find(|s| s.id == id) {
+            s.completed = Some(now);
+        }
+        Some(id)
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+    fn stats(&self) -> DeviceStats {
+        self.inner.stats()
+    }
+}
+
+/// A host on `device` with default 2.6 parameters (device limits applied).
+pub fn host_on(device: &str, seed: u64, params: Option<HostParams>) -> Host {
+    let dev = elevator_device::open(device).expect("device profile");
+    let limits = dev.limits();
+    let mut params = params.unwrap_or_default();
+    params.max_sectors = limits.max_sectors;
+    Host::new(params, limits.capacity, seed, 1)
+}
+
+/// Run `host` under `policy` on `device` for at most `limit_s` seconds.
+pub fn run(host: &mut Host, policy: &str, device: &str, limit_s: u64) -> (RunSummary, Vec<Seen>) {
+    let dev = elevator_device::open(device).expect("device profile");
+    let limits = dev.limits();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let rec = Recorder {
+        inner: dev,
+        log: log.clone(),
+    };
+    let sched = elevator_sched::find(policy)
+        .expect("policy")
+        .build_default(&limits);
+    let config = EngineConfig {
+        time_limit: Instant(limit_s * 1_000_000_000),
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(sched, Box::new(rec), config);
+    let summary = engine.run(host);
+    let log = log.lock().unwrap().clone();
+    (summary, log)
+}
