@@ -47,6 +47,20 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// The 2016 BFQ cover letter's table: start-up times of xterm, LibreOffice
+    /// Writer and gnome-terminal against 10 sequential or random readers, and the
+    /// readers' throughput, under each policy, with the letter's figures beside ours.
+    Letter {
+        /// Devices, comma-separated (default: ssd-sata-2016, sata-hdd).
+        #[arg(long, value_delimiter = ',')]
+        device: Option<Vec<String>>,
+        /// Policies, comma-separated (default: bfq, cfq, deadline, noop).
+        #[arg(long, value_delimiter = ',')]
+        sched: Option<Vec<String>>,
+        /// Seed for every random choice (default: the scenarios').
+        #[arg(long)]
+        seed: Option<u64>,
+    },
     /// List policies, device profiles and built-in scenarios, one per line.
     List,
 }
@@ -91,6 +105,33 @@ fn main() -> ExitCode {
 fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
     match cli.command {
         Command::List => list(out),
+        Command::Letter {
+            device,
+            sched,
+            seed,
+        } => {
+            let mut options = elevator_scenario::letter::LetterOptions::default();
+            if let Some(d) = device {
+                options.devices = d;
+            }
+            if let Some(s) = sched {
+                for name in &s {
+                    if elevator_sched::find(name).is_none() {
+                        bail!("--sched: unknown scheduler {name:?}");
+                    }
+                }
+                options.schedulers = s;
+            }
+            options.seed = seed;
+            let quiet = !std::io::stderr().is_terminal();
+            let report = elevator_scenario::letter::run_letter(&options, &mut |line| {
+                if !quiet {
+                    eprintln!("{line}");
+                }
+            })?;
+            out.extend_from_slice(report.to_table().as_bytes());
+            Ok(())
+        }
         Command::Run {
             scenario,
             sched,

@@ -67,9 +67,10 @@ impl Completions {
         debug_assert!(self.in_flight > 0);
         self.in_flight -= 1;
         self.stats.requests += 1;
-        if self.in_flight == 0 {
-            self.stats.busy_ns += due.since(self.busy_since).nanos();
-        }
+        // Count busy time as it passes, so a device that never drains (a
+        // full NCQ queue) still reports it.
+        self.stats.busy_ns += due.since(self.busy_since).nanos();
+        self.busy_since = due;
         Some(id)
     }
 

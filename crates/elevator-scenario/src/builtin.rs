@@ -16,6 +16,7 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "group-read-limits",
     "group-read-unlimited",
     "group-random-vs-sequential",
+    "group-weights-1-vs-4",
     "lowlatency-24",
     "ioprio-17-sync",
     "ioprio-17-async",
@@ -31,6 +32,9 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "morton-8-streaming-read-vs-write-and-fsync",
     "morton-9-streaming-read-vs-tree-read",
     "morton-10-cp-1g-and-sync",
+    "bfq-startup-seq",
+    "bfq-startup-random",
+    "bfq-media-player",
 ];
 
 /// Names and descriptions of the built-in scenarios.

@@ -3,9 +3,10 @@
 //! A scenario is a TOML file (see `docs/scenarios.md`): a name, a
 //! description, the default device and policies, the headline result, the
 //! published figures to print beside ours, tunable overrides, block-layer
-//! settings and the jobs. [`Scenario::parse`] validates everything up front
-//! and reports the first problem with the file, line and key; running a
-//! valid scenario cannot fail on its input.
+//! settings, the jobs and the application start-ups. [`Scenario::parse`]
+//! validates everything up front and reports the first problem with the
+//! file, line and key; running a valid scenario can only fail on what it
+//! reads then (a start-up trace) or on a device too small for its regions.
 //!
 //! Built-in scenarios live in the repository's `scenarios/` folder and are
 //! compiled into the binary.
@@ -13,9 +14,11 @@
 mod builtin;
 mod error;
 mod host;
+pub mod letter;
 mod parse;
 mod result;
 mod run;
+pub mod startup;
 mod units;
 
 pub use builtin::{builtin, builtins};

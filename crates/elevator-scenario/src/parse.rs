@@ -49,6 +49,8 @@ struct RawScenario {
     files: Vec<crate::host::RawFiles>,
     #[serde(default)]
     process: Vec<crate::host::RawProcess>,
+    #[serde(default)]
+    startup: Vec<crate::startup::RawStartup>,
 }
 
 #[derive(Deserialize)]
@@ -110,6 +112,7 @@ struct RawJob {
     sync: Option<bool>,
     background: Option<bool>,
     group: Option<S<String>>,
+    period: Option<S<String>>,
 }
 
 /// A validated job description; `count` instances become tasks.
@@ -135,6 +138,8 @@ pub struct JobTemplate {
     pub sync_writes: bool,
     pub background: bool,
     pub group: GroupId,
+    /// Read one `bs` frame per period (a media player; `frames_missed`).
+    pub period: Option<Duration>,
 }
 
 /// Run the scenario once per point of one parameter.
@@ -170,6 +175,8 @@ pub struct Scenario {
     pub jobs: Vec<JobTemplate>,
     /// The host, its file sets and its processes, if the scenario has any.
     pub host: Option<crate::host::HostSpec>,
+    /// Application start-ups replayed from traces (`[[startup]]`).
+    pub startups: Vec<crate::startup::StartupSpec>,
 }
 
 /// Error helpers bound to one file's text.
@@ -279,6 +286,7 @@ impl Scenario {
             None => None,
             Some(sw) => Some(sweep(&cx, sw, &jobs)?),
         };
+        let startups = crate::startup::validate(file, text, &raw.startup)?;
         let mut host =
             crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process, &groups)?;
         // `[presets]`: a policy that runs on another kernel's host and block
@@ -315,7 +323,7 @@ impl Scenario {
         let measured_procs = host
             .as_ref()
             .map_or(0, |h| h.processes.iter().filter(|p| !p.background).count());
-        if measured_jobs + measured_procs == 0 {
+        if measured_jobs + measured_procs + startups.len() == 0 {
             return Err(ScenarioError::new(
                 file,
                 None,
@@ -327,6 +335,7 @@ impl Scenario {
         if let Some(h) = &host {
             names.extend(h.processes.iter().map(|p| p.name.clone()));
         }
+        names.extend(startups.iter().map(|s| s.name.clone()));
         let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &names)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
 
@@ -347,6 +356,7 @@ impl Scenario {
             sweep,
             jobs,
             host,
+            startups,
         })
     }
 }
@@ -670,6 +680,13 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
             Some(g) => groups.find(g.get_ref()).ok_or_else(|| {
                 cx.at(g, "job.group", format!("no group named {:?}", g.get_ref()))
             })?,
+        },
+        period: match &j.period {
+            None => None,
+            Some(p) => match cx.duration(p, "job.period")? {
+                Duration::ZERO => return Err(cx.at(p, "job.period", "must be positive")),
+                d => Some(d),
+            },
         },
     })
 }

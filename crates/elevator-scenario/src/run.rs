@@ -340,11 +340,19 @@ fn build_workload(
             job.prio = t.prio;
             job.looping = t.background;
             job.group = t.group;
+            job.period = t.period;
             measured.push(job.measured());
             groups.push(t.group);
             mix.push(Box::new(job));
             task += 1;
         }
+    }
+    let startups =
+        crate::startup::build(&scenario.file, &scenario.startups, limits, seed, &mut task)?;
+    for replay in startups {
+        measured.push(true);
+        groups.push(GroupId::ROOT);
+        mix.push(Box::new(replay));
     }
     if let Some(spec) = &scenario.host {
         let mut spec = spec.clone();

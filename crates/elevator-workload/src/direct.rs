@@ -9,8 +9,18 @@
 //! requests drained; a looping job (a background load) wraps around and
 //! never ends.
 //!
-//! Invariant: `in_flight <= iodepth`; every submitted request is recorded
-//! once in the job's statistics when it completes.
+//! A job with a `period` is a soft real-time reader, a media player: it
+//! reads its first frame (`bs` bytes) at its start and begins playing when
+//! that frame is in, as a player starts its clock once it has data; from
+//! then on it reads one frame at the start of every period, one at a time.
+//! A frame whose read completes after the next period begins is late, and
+//! a period that begins while the previous frame is still being read skips
+//! its own frame; both count in the `frames_missed` figure (with `frames`,
+//! the periods played).
+//!
+//! Invariant: `in_flight <= iodepth` (1 for a periodic job); every
+//! submitted request is recorded once in the job's statistics when it
+//! completes.
 
 use crate::Part;
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, Prng, Sector, TaskId, SECTOR_SIZE};
@@ -26,6 +36,7 @@ pub enum Pattern {
 
 const WAKE_START: u64 = 0;
 const WAKE_NEXT: u64 = 1;
+const WAKE_TICK: u64 = 2;
 
 /// One direct job (one task).
 #[derive(Clone, Debug)]
@@ -51,6 +62,11 @@ pub struct DirectJob {
     pub think: Duration,
     /// Wrap around and run until the measured jobs end.
     pub looping: bool,
+    /// Read one frame per period (a media player) instead of back to back.
+    pub period: Option<Duration>,
+    frame_deadline: Instant,
+    frames: u64,
+    frames_missed: u64,
     rng: Prng,
     pos: u64,
     issued: u64,
@@ -80,6 +96,10 @@ impl DirectJob {
             iodepth: 1,
             think: Duration::ZERO,
             looping: false,
+            period: None,
+            frame_deadline: Instant::ZERO,
+            frames: 0,
+            frames_missed: 0,
             rng: Prng::derive(seed, name),
             pos: 0,
             issued: 0,
@@ -151,8 +171,29 @@ impl DirectJob {
         if !self.done && self.in_flight == 0 && !self.may_issue(io.now()) {
             self.done = true;
             self.stats.finished = Some(io.now());
+            if self.period.is_some() {
+                self.stats.extra.insert("frames".into(), self.frames as f64);
+                self.stats
+                    .extra
+                    .insert("frames_missed".into(), self.frames_missed as f64);
+            }
             io.task_exited(self.task);
         }
+    }
+
+    /// A period begins: read its frame, or skip it if the last one is late.
+    fn tick(&mut self, period: Duration, io: &mut Io<'_>) {
+        if !self.may_issue(io.now()) {
+            return;
+        }
+        self.frames += 1;
+        if self.in_flight > 0 {
+            self.frames_missed += 1;
+        } else {
+            self.frame_deadline = io.now() + period;
+            self.submit_one(io);
+        }
+        io.wake_at(io.now() + period, WAKE_TICK);
     }
 }
 
@@ -167,12 +208,21 @@ impl Workload for DirectJob {
     }
 
     fn wake(&mut self, token: u64, io: &mut Io<'_>) {
-        if token == WAKE_START {
-            self.started = io.now();
-            self.stats.started = Some(io.now());
-            self.fill(io);
-        } else {
-            self.submit_one(io);
+        match (token, self.period) {
+            (WAKE_START, period) => {
+                self.started = io.now();
+                self.stats.started = Some(io.now());
+                match period {
+                    // The first frame: playback starts when it is in.
+                    Some(_) => {
+                        self.frame_deadline = Instant::NEVER;
+                        self.submit_one(io);
+                    }
+                    None => self.fill(io),
+                }
+            }
+            (WAKE_TICK, Some(p)) => self.tick(p, io),
+            _ => self.submit_one(io),
         }
         self.finish_if_drained(io);
     }
@@ -185,7 +235,15 @@ impl Workload for DirectJob {
             done.completed.since(done.submitted),
         );
         self.stats.disk_time += done.disk_time;
-        if self.think == Duration::ZERO {
+        if let Some(period) = self.period {
+            if self.frame_deadline == Instant::NEVER {
+                // The first frame is in: play, one frame per period.
+                self.frame_deadline = done.completed;
+                io.wake_at(done.completed + period, WAKE_TICK);
+            } else if done.completed > self.frame_deadline {
+                self.frames_missed += 1;
+            }
+        } else if self.think == Duration::ZERO {
             self.fill(io);
         } else if self.may_issue(io.now()) {
             io.wake_at(io.now() + self.think, WAKE_NEXT);

@@ -3,11 +3,14 @@
 //! [`direct`] holds fio-like jobs that talk to the block device directly
 //! (O_DIRECT): sequential or random, read, write or mixed, a block size, a
 //! region, a queue depth, think time, priority, start time and a size or
-//! duration. [`Mix`] runs several workloads as one, which is how a scenario
-//! combines its jobs.
+//! duration, or a period (a media player). [`startup`] replays an
+//! application's cold-cache start-up from a real block trace. [`Mix`] runs
+//! several workloads as one, which is how a scenario combines its jobs.
 
 pub mod direct;
 mod mix;
+pub mod startup;
 
 pub use direct::{DirectJob, Pattern};
 pub use mix::{Mix, Part};
+pub use startup::{StartupReplay, StartupTrace, TraceError};

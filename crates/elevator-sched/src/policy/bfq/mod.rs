@@ -574,6 +574,9 @@ impl Bfq {
     }
 
     fn group_sched(&mut self, group: GroupId) -> SchedId {
+        if group == GroupId::ROOT {
+            return ROOT;
+        }
         if let Some(&sd) = self.group_of.get(&group) {
             return sd;
         }
@@ -998,7 +1001,10 @@ impl Bfq {
     /// Adapt `q`'s next budget to why it expired (`__bfq_bfqq_recalc_budget`).
     fn recalc_budget(&mut self, q: QueueIdx, reason: Expiration) {
         let min = self.min_budget();
-        let max = self.max_budget();
+        // The kernel caps growth with the field (`bfqd->bfq_max_budget`:
+        // the estimate, or the default until one exists), not with
+        // `bfq_max_budget()`, which holds the default for 194 budgets.
+        let max = self.max_budget;
         let qu = self.q(q);
         let mut budget = if qu.wr_coeff == 1 {
             qu.max_budget
@@ -1030,16 +1036,21 @@ impl Bfq {
     }
 
     /// Charge `q` as if it had been served at the peak rate for `time_ms`
-    /// (`bfq_bfqq_charge_time`).
+    /// (`bfq_bfqq_charge_time`), at most one budget timeout's worth.
+    ///
+    /// Linux 4.12 – 4.18 charged only the service when the slot had
+    /// lasted the whole timeout or longer, so a seeky queue that kept the
+    /// disk for a full slot (as it does whenever idling is needed for
+    /// guarantees, e.g. with groups) paid for a few sectors and was picked
+    /// again at once; 4.19 on bound the time to the timeout instead
+    /// (`bounded_time_ms = min(time_ms, timeout_ms)`), which is what is
+    /// done here.
     fn charge_time(&mut self, q: QueueIdx, time_ms: u64, now: Instant) {
         let entity = self.q(q).entity;
         let service = self.wf.es[entity as usize].service;
-        let timeout_ms = self.timeout.nanos() / 1_000_000;
-        let mut total = service;
-        if time_ms > 0 && time_ms < timeout_ms {
-            total = self.max_budget * time_ms / timeout_ms;
-        }
-        total = total.max(service);
+        let timeout_ms = (self.timeout.nanos() / 1_000_000).max(1);
+        let bounded_ms = time_ms.min(timeout_ms);
+        let total = (self.max_budget * bounded_ms / timeout_ms).max(service);
         let e = &mut self.wf.es[entity as usize];
         e.budget = e.budget.max(total);
         self.queue_served(q, total - service, now);
@@ -1492,7 +1503,7 @@ impl Bfq {
             qu.last_wr_start_finish = Some(now);
         }
         if low_latency && qu.sorted.is_empty() {
-            if qu.dispatched == 0 && qu.wr_coeff != WR_COEFF {
+            if qu.dispatched == 0 {
                 let t = self.softrt_next_start(q, now);
                 self.qm(q).soft_rt_next_start = Some(t);
             } else if qu.dispatched > 0 {
@@ -1730,18 +1741,22 @@ impl Bfq {
         if self.nonrot_with_queueing {
             return;
         }
-        self.pos_remove(q);
         let qu = self.q(q);
-        if qu.class == Class::Idle || !qu.sync || self.too_late_for_merging(q) {
-            return;
+        let want = if qu.class == Class::Idle || !qu.sync || self.too_late_for_merging(q) {
+            None
+        } else {
+            qu.next_rq
+                .and_then(|id| qu.sorted.get(id))
+                .map(|r| r.sector)
+        };
+        if want.is_some() && want == qu.pos_key {
+            return; // already keyed there
         }
-        let Some(sector) = qu
-            .next_rq
-            .and_then(|id| qu.sorted.get(id))
-            .map(|r| r.sector)
-        else {
+        self.pos_remove(q);
+        let Some(sector) = want else {
             return;
         };
+        let qu = self.q(q);
         let g = qu.group;
         let t = &mut self.groups[g as usize].pos_tree;
         if let std::collections::btree_map::Entry::Vacant(v) = t.entry(sector) {
@@ -1758,14 +1773,28 @@ impl Bfq {
     /// A queue whose next request is within `CLOSE_THR` of `sector` (`bfqq_find_close`).
     fn find_close(&self, q: QueueIdx, sector: Sector) -> Option<QueueIdx> {
         let t = &self.groups[self.q(q).group as usize].pos_tree;
-        let below = t.range(..=sector).next_back();
-        let above = t.range(sector..).next();
+        if t.is_empty() {
+            return None;
+        }
+        // The nearest queue at or below `sector` and at or above it, found
+        // in one descent: only those within CLOSE_THR can qualify.
+        let (mut below, mut above) = (None, None);
+        let window = sector.saturating_sub(CLOSE_THR)..=sector.saturating_add(CLOSE_THR);
+        for (&s, &x) in t.range(window) {
+            if s <= sector {
+                below = Some((s, x));
+            }
+            if s >= sector {
+                above = Some((s, x));
+                break;
+            }
+        }
         [below, above]
             .into_iter()
             .flatten()
-            .filter(|(&s, &x)| x != q && s.abs_diff(sector) <= CLOSE_THR)
-            .min_by_key(|(&s, _)| s.abs_diff(sector))
-            .map(|(_, &x)| x)
+            .filter(|&(_, x)| x != q)
+            .min_by_key(|&(s, _)| s.abs_diff(sector))
+            .map(|(_, x)| x)
     }
 
     fn may_be_close_cooperator(&self, q: QueueIdx, n: QueueIdx) -> bool {

@@ -12,6 +12,22 @@
 //! the estimate with a low-pass filter whose weight grows with the share
 //! of sequential dispatches and with the interval's length. Rates are in
 //! sectors per microsecond, shifted left by [`RATE_SHIFT`].
+//!
+//! One departure from the kernel: in an interval whose dispatches are
+//! mostly sequential (the only intervals the kernel trusts to lower the
+//! estimate), the time spent on runs of seeky dispatches is left out of
+//! the interval, as the kernel leaves out idle time. The kernel divides the
+//! interval's sectors by its whole length, so when a sequential queue
+//! alternates with a seeky one (each in its own slot: a seeky queue holds
+//! the disk for a whole budget timeout whenever idling is needed for
+//! guarantees, as with groups) the "peak" rate it measures is the mix's
+//! rate, two to three times below the sequential rate on a disk. Budgets
+//! then shrink, and a seeky queue's time charge (`max_budget` per
+//! `timeout_sync`) buys it far more than its share of disk time: with a
+//! sequential reader in one group and random readers in another at equal
+//! weights, the sequential group got 27 % of the disk instead of about
+//! half. Pure sequential or pure random workloads estimate exactly as in
+//! the kernel.
 
 use elevator_core::{Duration, Instant, Sector};
 
@@ -59,6 +75,10 @@ pub(super) struct PeakRate {
     pub last_completion: Instant,
     /// How many times the estimate was updated.
     pub updates: u32,
+    /// Time of the interval spent on runs of seeky dispatches.
+    seeky_time: Duration,
+    /// Start of the current run of seeky dispatches, if one is open.
+    seeky_since: Option<Instant>,
 }
 
 impl PeakRate {
@@ -75,6 +95,8 @@ impl PeakRate {
             last_position: 0,
             last_completion: Instant::ZERO,
             updates: 0,
+            seeky_time: Duration::ZERO,
+            seeky_since: None,
         }
     }
 
@@ -95,10 +117,19 @@ impl PeakRate {
             changed = self.update_and_reset(Some((now, sectors)));
         } else {
             self.samples += 1;
-            if (in_driver > 0 || now.since(self.last_completion) < MIN_TT)
-                && !rq_seeky(rotational, self.last_position, sector, sectors)
-            {
+            let seeky = rq_seeky(rotational, self.last_position, sector, sectors);
+            if (in_driver > 0 || now.since(self.last_completion) < MIN_TT) && !seeky {
                 self.sequential += 1;
+            }
+            // A seeky request is served from about its dispatch to the
+            // next dispatch; a run of them ends at the next sequential one.
+            match (seeky, self.seeky_since) {
+                (true, None) => self.seeky_since = Some(now),
+                (false, Some(since)) => {
+                    self.seeky_time += now.since(since);
+                    self.seeky_since = None;
+                }
+                _ => {}
             }
             self.sectors += u64::from(sectors);
             if !self.samples.is_multiple_of(32) {
@@ -121,8 +152,10 @@ impl PeakRate {
         let delta_us = now.since(self.last_completion).nanos() / 1_000;
         let mut changed = false;
         // A completion this late for the largest recent request means the
-        // device was not busy: close the interval here.
-        if delta_us > MIN_TT.nanos() / 1_000
+        // device was not busy: close the interval here. (Not while seeky
+        // requests are being served: their time is left out instead.)
+        if self.seeky_since.is_none()
+            && delta_us > MIN_TT.nanos() / 1_000
             && (u64::from(self.last_rq_max_size) << RATE_SHIFT) / delta_us < 1 << (RATE_SHIFT - 10)
         {
             changed = self.update_and_reset(None);
@@ -143,6 +176,8 @@ impl PeakRate {
             }
             None => self.samples = 0,
         }
+        self.seeky_time = Duration::ZERO;
+        self.seeky_since = None;
     }
 
     fn update_and_reset(&mut self, rq: Option<(Instant, u32)>) -> bool {
@@ -150,9 +185,19 @@ impl PeakRate {
         if self.samples >= RATE_MIN_SAMPLES && self.delta_from_first >= RATE_MIN_INTERVAL {
             let to_completion = self.last_completion.since(self.first_dispatch);
             let interval = self.delta_from_first.max(to_completion);
-            let us = (interval.nanos() / 1_000).max(1);
-            let rate = (self.sectors << RATE_SHIFT) / us;
             let mostly_random = self.sequential < (3 * self.samples) >> 2;
+            // The departure described in the module docs.
+            let measured = if mostly_random {
+                interval
+            } else {
+                let end = self.first_dispatch + interval;
+                let open = self.seeky_since.map_or(Duration::ZERO, |s| end.since(s));
+                interval
+                    .saturating_sub(self.seeky_time + open)
+                    .max(interval.div(4))
+            };
+            let us = (measured.nanos() / 1_000).max(1);
+            let rate = (self.sectors << RATE_SHIFT) / us;
             if !(mostly_random && rate <= self.rate) && rate <= 20 << RATE_SHIFT {
                 let weight = (9 * self.sequential) / self.samples;
                 let weight =
@@ -196,6 +241,42 @@ mod tests {
         println!("estimated {sps:.0} sectors/s after {} updates", p.updates);
         assert!(p.updates >= 5);
         assert!((sps / 195_312.0 - 1.0).abs() < 0.05, "{sps}");
+    }
+
+    /// A sequential queue's slots (128 KiB requests at 200 MB/s for 50 ms) alternating with a seeky queue's (one 4 KiB
+    /// request per 8 ms for 125 ms), as with a sequential group and a
+    /// random group: the estimate converges to the sequential rate, not to
+    /// the mix's rate (which is what the kernel's would measure).
+    #[test]
+    fn alternating_sequential_and_seeky_slots_estimate_the_sequential_rate() {
+        let mut p = PeakRate::new(14_000 * 2 / 3);
+        let seq_rate = 390_625u64; // sectors/s: 200 MB/s
+        let per_rq = Duration::from_nanos(256 * 1_000_000_000 / seq_rate);
+        let mut now = Instant::ZERO + Duration::from_millis(1);
+        let mut pos = 1_000_000u64;
+        let mut far = 500_000_000u64;
+        while now < Instant::ZERO + Duration::from_secs(20) {
+            let slot_end = now + Duration::from_millis(50);
+            while now < slot_end {
+                p.dispatched(now, pos, 256, 0, true);
+                pos += 256;
+                now += per_rq;
+                p.completed(now);
+            }
+            let slot_end = now + Duration::from_millis(125);
+            while now < slot_end {
+                far = (far * 7919) % 1_900_000_000 + 10_000;
+                p.dispatched(now, far, 8, 0, true);
+                now += Duration::from_millis(8);
+                p.completed(now);
+            }
+        }
+        let sps = p.rate as f64 / 65536.0 * 1e6;
+        println!(
+            "estimated {sps:.0} sectors/s (sequential {seq_rate}, mix {:.0})",
+            seq_rate as f64 * 50.0 / 175.0
+        );
+        assert!((sps / seq_rate as f64 - 1.0).abs() < 0.10, "{sps}");
     }
 
     #[test]

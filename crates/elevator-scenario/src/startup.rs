@@ -1,0 +1,155 @@
+//! `[[startup]]` sections: application start-ups replayed from real
+//! cold-cache block traces (see `elevator_workload::startup`).
+//!
+//! ```toml
+//! [[startup]]
+//! name = "xterm"        # the report row; its `startup_s` figure is the start-up time
+//! trace = "xterm"       # a trace in ../shared/traces/startup, or a path to a .trace file
+//! start = "10s"         # when the application is launched
+//! offset = "900g"       # where its processes' 20 MB regions begin
+//! ```
+//!
+//! Traces are looked up by name in the shared trace folder (the
+//! repository's sibling `../shared/traces/startup`, or `$ELEVATOR_TRACES`),
+//! and read when the scenario runs, so a scenario that names a missing
+//! trace parses but fails to run, naming the file it looked for.
+
+use crate::error::line_of;
+use crate::units::{parse_duration, parse_size};
+use crate::ScenarioError;
+use elevator_core::{Duration, QueueLimits, SECTOR_SIZE};
+use elevator_workload::{Part, StartupReplay, StartupTrace};
+use serde::Deserialize;
+use std::path::PathBuf;
+use toml::Spanned;
+
+/// Environment variable naming another folder of start-up traces.
+pub const TRACES_ENV: &str = "ELEVATOR_TRACES";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStartup {
+    name: Spanned<String>,
+    trace: Spanned<String>,
+    start: Option<Spanned<String>>,
+    offset: Option<Spanned<String>>,
+}
+
+/// A validated `[[startup]]` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartupSpec {
+    pub name: String,
+    pub line: usize,
+    /// A trace name (`xterm`) or a path (`traces/app.trace`).
+    pub trace: String,
+    pub start: Duration,
+    /// Byte offset of the first process's region.
+    pub offset: u64,
+}
+
+/// The folder of the shared start-up traces: `$ELEVATOR_TRACES`, or
+/// `../shared/traces/startup` beside the repository this was built from.
+pub fn trace_dir() -> PathBuf {
+    match std::env::var_os(TRACES_ENV) {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/traces/startup"
+        )),
+    }
+}
+
+/// Where the trace `name_or_path` is read from: a name is looked up in
+/// [`trace_dir`], anything with a `/` or ending in `.trace` is a path.
+pub fn trace_path(name_or_path: &str) -> PathBuf {
+    if name_or_path.contains('/') || name_or_path.ends_with(".trace") {
+        PathBuf::from(name_or_path)
+    } else {
+        trace_dir().join(format!("{name_or_path}.trace"))
+    }
+}
+
+/// Read and parse the trace a scenario names.
+pub fn load_trace(name_or_path: &str) -> Result<StartupTrace, String> {
+    let path = trace_path(name_or_path);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read start-up trace {}: {e}", path.display()))?;
+    StartupTrace::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
+}
+
+pub(crate) fn validate(
+    file: &str,
+    text: &str,
+    raw: &[RawStartup],
+) -> Result<Vec<StartupSpec>, ScenarioError> {
+    let at = |v: &Spanned<String>, key: &str, m: String| {
+        ScenarioError::new(file, Some(line_of(text, v.span().start)), Some(key), m)
+    };
+    let mut out = Vec::new();
+    for s in raw {
+        let name = s.name.get_ref();
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(at(
+                &s.name,
+                "startup.name",
+                "a start-up name is one word".into(),
+            ));
+        }
+        if s.trace.get_ref().trim().is_empty() {
+            return Err(at(
+                &s.trace,
+                "startup.trace",
+                "name a trace or a file".into(),
+            ));
+        }
+        let start = match &s.start {
+            Some(v) => parse_duration(v.get_ref()).map_err(|m| at(v, "startup.start", m))?,
+            None => Duration::ZERO,
+        };
+        let offset = match &s.offset {
+            Some(v) => parse_size(v.get_ref()).map_err(|m| at(v, "startup.offset", m))?,
+            None => 0,
+        };
+        out.push(StartupSpec {
+            name: name.clone(),
+            line: line_of(text, s.name.span().start),
+            trace: s.trace.get_ref().clone(),
+            start,
+            offset,
+        });
+    }
+    Ok(out)
+}
+
+/// The scenario's start-up replays, with tasks from `*task` on.
+pub(crate) fn build(
+    file: &str,
+    specs: &[StartupSpec],
+    limits: &QueueLimits,
+    seed: u64,
+    task: &mut u32,
+) -> Result<Vec<StartupReplay>, ScenarioError> {
+    let mut out = Vec::new();
+    for s in specs {
+        let err = |key: &str, m: String| ScenarioError::new(file, Some(s.line), Some(key), m);
+        let trace = load_trace(&s.trace).map_err(|m| err("startup.trace", m))?;
+        let mut replay = StartupReplay::new(&s.name, trace, *task, seed);
+        replay.start = s.start;
+        replay.region_start = s.offset / SECTOR_SIZE;
+        let end = replay.region_start + replay.footprint_sectors();
+        if end > limits.capacity {
+            return Err(err(
+                "startup.offset",
+                format!(
+                    "start-up {} reaches byte {}, past the end of the device ({} bytes)",
+                    s.name,
+                    end * SECTOR_SIZE,
+                    limits.capacity * SECTOR_SIZE
+                ),
+            ));
+        }
+        *task += replay.tasks().len() as u32;
+        out.push(replay);
+    }
+    Ok(out)
+}
