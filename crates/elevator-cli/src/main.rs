@@ -245,13 +245,13 @@ fn list(out: &mut Vec<u8>) -> Result<()> {
         };
         writeln!(
             out,
-            "policy    {:<14} honours {:<16} {}",
+            "policy    {:<14} honours {:<22} {}",
             t.name, honours, t.about
         )?;
     }
     // The group layers sit in front of the policy, so they work with all.
-    writeln!(out, "layer     io.max         honours limits       blk-throttle: per-group bytes/s and IOPS limits, in front of any policy")?;
-    writeln!(out, "layer     io.latency     honours targets      per-group latency targets: looser siblings get less queue depth, any policy")?;
+    writeln!(out, "layer     io.max         honours limits                 blk-throttle: per-group bytes/s and IOPS limits, in front of any policy")?;
+    writeln!(out, "layer     io.latency     honours targets                per-group latency targets: looser siblings get less queue depth, any policy")?;
     for (name, about) in elevator_device::builtin_profiles() {
         writeln!(out, "device    {name:<14} {about}")?;
     }
