@@ -186,7 +186,7 @@ fn parse_set(s: &str) -> Result<(String, String, i64)> {
     let (policy, tunable) = key.split_once('.').ok_or_else(bad)?;
     let value: i64 = value.trim().parse().map_err(|_| bad())?;
     if policy.trim() == "block" {
-        let mut probe = elevator_sim_config();
+        let mut probe = elevator_sim::EngineConfig::default();
         elevator_scenario::apply_block(&mut probe, tunable.trim(), value)
             .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
         return Ok(("block".into(), tunable.trim().to_string(), value));
@@ -196,10 +196,6 @@ fn parse_set(s: &str) -> Result<(String, String, i64)> {
     t.tunables([(tunable.trim(), value)])
         .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
     Ok((policy.trim().to_string(), tunable.trim().to_string(), value))
-}
-
-fn elevator_sim_config() -> elevator_sim::EngineConfig {
-    elevator_sim::EngineConfig::default()
 }
 
 /// Run, with a progress bar on a terminal once the run has taken a second.

@@ -1155,29 +1155,20 @@ mod tests {
 
     #[test]
     fn backward_seeks_within_maxback_cost_twice() {
-        let mut s = new_as();
-        // Head at 100_008 after the first read.
-        s.insert(Request::read(1, 1, 100_000, 8), at(0));
-        let r = take(&mut s, at(0));
-        s.task_exited(TaskId(1), at(0));
-        s.complete(&r, at(1));
-        // 300 back (cost 600) vs 500 ahead: forward wins.
-        s.insert(Request::read(2, 2, 99_708, 8), at(1));
-        s.insert(Request::read(3, 3, 100_508, 8), at(1));
-        s.task_exited(TaskId(2), at(1));
-        s.task_exited(TaskId(3), at(1));
-        assert_eq!(take(&mut s, at(1)).id.0, 3);
-        let mut s = new_as();
-        s.insert(Request::read(1, 1, 100_000, 8), at(0));
-        let r = take(&mut s, at(0));
-        s.task_exited(TaskId(1), at(0));
-        s.complete(&r, at(1));
-        // 200 back (cost 400) vs 500 ahead: back wins.
-        s.insert(Request::read(2, 2, 99_808, 8), at(1));
-        s.insert(Request::read(3, 3, 100_508, 8), at(1));
-        s.task_exited(TaskId(2), at(1));
-        s.task_exited(TaskId(3), at(1));
-        assert_eq!(take(&mut s, at(1)).id.0, 2);
+        // Head at 100_008 after the first read; a request 500 sectors ahead
+        // against one `back` sectors behind, which costs twice its distance.
+        for (back, winner) in [(300, 3), (200, 2)] {
+            let mut s = new_as();
+            s.insert(Request::read(1, 1, 100_000, 8), at(0));
+            let r = take(&mut s, at(0));
+            s.task_exited(TaskId(1), at(0));
+            s.complete(&r, at(1));
+            s.insert(Request::read(2, 2, 100_008 - back, 8), at(1));
+            s.insert(Request::read(3, 3, 100_508, 8), at(1));
+            s.task_exited(TaskId(2), at(1));
+            s.task_exited(TaskId(3), at(1));
+            assert_eq!(take(&mut s, at(1)).id.0, winner, "{back} back");
+        }
     }
 
     #[test]
