@@ -113,7 +113,8 @@ pub struct DeviceLetter {
 pub struct LetterReport {
     pub schedulers: Vec<String>,
     pub devices: Vec<DeviceLetter>,
-    /// Think time of each trace (letter row → seconds).
+    /// Think time of each trace as replayed, after the scenarios'
+    /// `think_scale` (letter row → seconds).
     pub think_s: BTreeMap<String, f64>,
 }
 
@@ -147,9 +148,11 @@ pub fn run_letter(
 ) -> Result<LetterReport, ScenarioError> {
     let mut devices = Vec::new();
     let mut think_s = BTreeMap::new();
+    let think_scale = base(Background::Sequential)?.startups[0].think_scale;
     for &(row, trace, _) in &APPS {
         let t = crate::startup::load_trace(trace)
             .map_err(|m| ScenarioError::new("<letter>", None, Some("startup.trace"), m))?;
+        let t = t.with_think_scaled(think_scale);
         think_s.insert(row.to_string(), t.total_think().as_secs_f64());
     }
     for device in &options.devices {
@@ -239,7 +242,8 @@ impl LetterReport {
             "The 2016 BFQ cover letter's table: our figure, the letter's in brackets (Plextor PX-256M5S SSD,\n\
              modelled by {LETTER_DEVICE}; it has none for other devices). Throughput in MiB/s (iostat -m);\n\
              start-up in seconds, \">60\" past the letter's 60 s timeout. konsole has no trace in the S suite:\n\
-             gnome-terminal stands in for it. Start-ups replay S's traces with their think times honoured:"
+             gnome-terminal stands in for it. Start-ups replay S's traces, their think times scaled to the\n\
+             letter's machine (think_scale in bfq-startup-seq.toml):"
         );
         let thinks: Vec<String> = APPS
             .iter()

@@ -7,6 +7,7 @@
 //! trace = "xterm"       # a trace in ../shared/traces/startup, or a path to a .trace file
 //! start = "10s"         # when the application is launched
 //! offset = "900g"       # where its processes' 20 MB regions begin
+//! think_scale = 1.0     # multiplies the trace's think times (default 1: as recorded)
 //! ```
 //!
 //! Traces are looked up by name in the shared trace folder (the
@@ -33,10 +34,11 @@ pub(crate) struct RawStartup {
     trace: Spanned<String>,
     start: Option<Spanned<String>>,
     offset: Option<Spanned<String>>,
+    think_scale: Option<Spanned<f64>>,
 }
 
 /// A validated `[[startup]]` section.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StartupSpec {
     pub name: String,
     pub line: usize,
@@ -45,6 +47,8 @@ pub struct StartupSpec {
     pub start: Duration,
     /// Byte offset of the first process's region.
     pub offset: u64,
+    /// Factor on the trace's think times (1: as recorded).
+    pub think_scale: f64,
 }
 
 /// The folder of the shared start-up traces: `$ELEVATOR_TRACES`, or
@@ -110,12 +114,28 @@ pub(crate) fn validate(
             Some(v) => parse_size(v.get_ref()).map_err(|m| at(v, "startup.offset", m))?,
             None => 0,
         };
+        let think_scale = match &s.think_scale {
+            Some(v) => {
+                let f = *v.get_ref();
+                if !(f.is_finite() && (0.0..=1000.0).contains(&f)) {
+                    return Err(ScenarioError::new(
+                        file,
+                        Some(line_of(text, v.span().start)),
+                        Some("startup.think_scale"),
+                        format!("{f}: a think-time factor is between 0 and 1000"),
+                    ));
+                }
+                f
+            }
+            None => 1.0,
+        };
         out.push(StartupSpec {
             name: name.clone(),
             line: line_of(text, s.name.span().start),
             trace: s.trace.get_ref().clone(),
             start,
             offset,
+            think_scale,
         });
     }
     Ok(out)
@@ -132,7 +152,9 @@ pub(crate) fn build(
     let mut out = Vec::new();
     for s in specs {
         let err = |key: &str, m: String| ScenarioError::new(file, Some(s.line), Some(key), m);
-        let trace = load_trace(&s.trace).map_err(|m| err("startup.trace", m))?;
+        let trace = load_trace(&s.trace)
+            .map_err(|m| err("startup.trace", m))?
+            .with_think_scaled(s.think_scale);
         let mut replay = StartupReplay::new(&s.name, trace, *task, seed);
         replay.start = s.start;
         replay.region_start = s.offset / SECTOR_SIZE;

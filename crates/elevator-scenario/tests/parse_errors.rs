@@ -58,6 +58,10 @@ fn bad_values_name_file_line_and_key() {
             "my.toml:15: key `job.think`",
         ),
         (
+            format!("{GOOD}\n[[startup]]\nname = \"app\"\ntrace = \"xterm\"\nthink_scale = -1.0\n"),
+            "my.toml:19: key `startup.think_scale`",
+        ),
+        (
             GOOD.replace("size = \"1m\"", "size = \"1m\"\nbogus = 1"),
             "my.toml:15: key `bogus`",
         ),

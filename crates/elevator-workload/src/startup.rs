@@ -30,6 +30,12 @@
 //!   process's outstanding readaheads; the last request is synchronous;
 //! - reads are O_DIRECT-like (no page cache); `WS` is a synchronous write.
 //!
+//! `Δt` is the gap between two requests' issue times on the machine that
+//! recorded the trace, so it holds that machine's computing and whatever
+//! waits the replay does not reproduce; [`StartupTrace::with_think_scaled`]
+//! replays a trace at another machine's speed (a scenario's
+//! `think_scale`).
+//!
 //! The figure is the start-up time: from the first request's submission to
 //! the last completion (`startup_s` in the job's extra figures).
 //!
@@ -282,6 +288,21 @@ impl StartupTrace {
             .iter()
             .skip(1)
             .fold(Duration::ZERO, |acc, r| acc + r.think)
+    }
+
+    /// The same trace with every `Δt` multiplied by `factor` (rounded to
+    /// the nanosecond): a trace recorded on a slower machine, replayed at
+    /// the speed of another. `factor` is finite and at least zero.
+    pub fn with_think_scaled(mut self, factor: f64) -> Self {
+        assert!(
+            factor.is_finite() && factor >= 0.0,
+            "think scale {factor} is not a finite non-negative number"
+        );
+        for r in &mut self.requests {
+            let ns = (r.think.nanos() as f64 * factor).round() as u64;
+            r.think = Duration::from_nanos(ns);
+        }
+        self
     }
 
     pub fn total_sectors(&self) -> u64 {
