@@ -60,6 +60,9 @@ pub struct Request {
     pub arrival: Instant,
     /// Ids of requests merged into this one.
     pub merged: Vec<RequestId>,
+    /// Filesystem metadata (the kernel's `REQ_META | REQ_PRIO`): CFQ lets
+    /// it preempt and serves it first within a queue.
+    pub meta: bool,
 }
 
 impl Request {
@@ -76,6 +79,7 @@ impl Request {
             group: GroupId::ROOT,
             arrival: Instant::ZERO,
             merged: Vec::new(),
+            meta: false,
         }
     }
 

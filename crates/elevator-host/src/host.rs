@@ -1345,6 +1345,9 @@ impl Host {
                 task,
                 prio,
                 group,
+                // Metadata reads are not flagged: the host models kernels
+                // from before REQ_META (2.6.0 and 2.4).
+                meta: false,
             });
             let mut seq = 0;
             if write {

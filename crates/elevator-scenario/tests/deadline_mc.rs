@@ -60,6 +60,7 @@ impl Workload for FsyncBursts {
                 task: self.task,
                 prio: IoPrio::be(4),
                 group: GroupId::ROOT,
+                meta: false,
             });
             // A file's blocks, not quite contiguous (no merging away).
             self.next_sector += 16;

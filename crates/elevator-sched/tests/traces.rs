@@ -267,7 +267,7 @@ fn step(block: &mut Option<Block>, command: &str) -> Result<Option<String>, Stri
     };
     match verb {
         "insert" => {
-            known(&["t", "task", "prio", "group"])?;
+            known(&["t", "task", "prio", "group", "meta"])?;
             let request = parse_insert(&positional, &keyed, now)?;
             b.policy.insert(request, now);
             Ok(None)
@@ -403,7 +403,7 @@ fn parse_insert(
 ) -> Result<Request, String> {
     let [id, op, extent] = positional[..] else {
         return Err(
-            "usage: insert <id> <R|W|WS|F> <sector>+<sectors> [task= prio= group= t=]".into(),
+            "usage: insert <id> <R|W|WS|F> <sector>+<sectors> [task= prio= group= meta= t=]".into(),
         );
     };
     let id: u64 = id.parse().map_err(|_| format!("bad id {id:?}"))?;
@@ -438,6 +438,7 @@ fn parse_insert(
         group: GroupId(number("group", 0)?),
         arrival: now,
         merged: Vec::new(),
+        meta: number("meta", 0)? != 0,
     })
 }
 

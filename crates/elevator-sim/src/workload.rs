@@ -13,6 +13,8 @@ pub struct BlockIo {
     pub task: TaskId,
     pub prio: IoPrio,
     pub group: GroupId,
+    /// Filesystem metadata (`REQ_META | REQ_PRIO`).
+    pub meta: bool,
 }
 
 /// A finished request, as the workload that submitted it sees it.
@@ -68,6 +70,7 @@ impl Io<'_> {
             group: io.group,
             arrival: self.now,
             merged: Vec::new(),
+            meta: io.meta,
         });
         id
     }

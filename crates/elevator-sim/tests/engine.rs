@@ -86,6 +86,7 @@ fn io(op: Op, sector: u64, task: u32) -> BlockIo {
         task: TaskId(task),
         prio: IoPrio::default(),
         group: GroupId::ROOT,
+        meta: false,
     }
 }
 

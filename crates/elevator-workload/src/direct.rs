@@ -156,6 +156,7 @@ impl DirectJob {
             task: self.task,
             prio: self.prio,
             group: self.group,
+            meta: false,
         });
         self.issued += sectors * SECTOR_SIZE;
         self.in_flight += 1;

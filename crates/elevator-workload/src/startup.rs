@@ -28,7 +28,8 @@
 //! - `RA` requests are asynchronous (S submits them with libaio), all the
 //!   others synchronous; a synchronous request first waits for its
 //!   process's outstanding readaheads; the last request is synchronous;
-//! - reads are O_DIRECT-like (no page cache); `WS` is a synchronous write.
+//! - reads are O_DIRECT-like (no page cache); `WS` is a synchronous write;
+//!   `RM` is flagged metadata (the kernel's `REQ_META | REQ_PRIO`).
 //!
 //! `Δt` is the gap between two requests' issue times on the machine that
 //! recorded the trace, so it holds that machine's computing and whatever
@@ -481,6 +482,7 @@ impl StartupReplay {
             task: self.task_of(r.process),
             prio: self.prio,
             group: self.group,
+            meta: r.action == Action::ReadMeta,
         })
     }
 

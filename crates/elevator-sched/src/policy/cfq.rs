@@ -67,8 +67,10 @@
 //! by IDLE; always of IDLE; never of RT by non-RT; sync preempts async;
 //! not across groups; yes when A's slice is used, when both are
 //! SYNC_NOIDLE with A empty and N's tree holding just the two, when N is RT
-//! and A is not, when A is empty and would not idle, or when A is idling
-//! and the request is within 4 MiB of the head. The preempting queue goes
+//! and A is not, when the request is metadata (`REQ_PRIO`) and A has none
+//! queued, when A is empty and would not idle, or when A is idling and the
+//! request is within 4 MiB of the head. Within a queue, sync goes before
+//! async and then metadata before data (`cfq_choose_req`). The preempting queue goes
 //! to the front of its tree with a fresh slice; A keeps its leftover.
 //!
 //! `hw_tag` (command queueing) is detected from the depth the driver is
@@ -739,6 +741,9 @@ impl Cfq {
         if is_sync(r1) != is_sync(r2) {
             return Some(if is_sync(r1) { x } else { y });
         }
+        if r1.meta != r2.meta {
+            return Some(if r1.meta { x } else { y });
+        }
         let dist = |s: Sector| -> Option<u64> {
             if s >= last {
                 Some(s - last)
@@ -1226,6 +1231,10 @@ impl Cfq {
             return true;
         }
         if n.class == WlClass::Rt && q.class != WlClass::Rt {
+            return true;
+        }
+        // Metadata preempts regular I/O (REQ_PRIO, `prio_pending`).
+        if r.meta && !q.sorted.iter().any(|p| p.meta) {
             return true;
         }
         if q.sorted.is_empty() && !self.should_idle(a) {

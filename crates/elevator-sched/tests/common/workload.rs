@@ -385,6 +385,8 @@ impl<'w> Client<'w> {
         if self.cursor < REGION || self.cursor + 2 * REGION > limits.capacity {
             self.cursor = self.base;
         }
+        // Some reads are filesystem metadata (CFQ serves them first).
+        let meta = op == Op::Read && self.prng.below(8) == 0;
         Request {
             id,
             op,
@@ -396,6 +398,7 @@ impl<'w> Client<'w> {
             group: self.script.group,
             arrival: now,
             merged: Vec::new(),
+            meta,
         }
     }
 }
