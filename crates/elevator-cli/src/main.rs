@@ -41,7 +41,8 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
         /// Tunable override, POLICY.TUNABLE=VALUE (repeatable); `block.NAME=VALUE`
-        /// sets the block layer (nr_requests, batch_requests, steal, inflight_limit in bytes).
+        /// sets the block layer (nr_requests, batch_requests, steal, inflight_limit and max_sectors in
+        /// bytes, restart_before_wakeup).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
         #[arg(long, value_enum, default_value_t = Format::Table)]

@@ -92,6 +92,10 @@ fn bad_input_fails_cleanly_with_status_2() {
             "no tunable",
         ),
         (
+            vec!["run", "ten-streaming-readers", "--set", "block.elevator=1"],
+            "no block setting",
+        ),
+        (
             vec!["run", "ten-streaming-readers", "--seed", "lots"],
             "--seed",
         ),
@@ -116,4 +120,33 @@ fn same_seed_same_output_bytes() {
     let b = elevator(&["run", "streaming-write-vs-reader", "--format", "csv"]);
     assert_eq!(a.0, 0, "{}", a.2);
     assert_eq!(a.1, b.1);
+}
+
+/// The host's reads (cat through the page cache) are built no larger than
+/// the block layer's `max_sectors`.
+#[test]
+fn block_max_sectors_caps_request_size() {
+    let requests = |extra: &[&str]| -> f64 {
+        let mut args = vec![
+            "run",
+            "morton-1-parallel-streaming-reads",
+            "--sched",
+            "noop",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = elevator(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["runs"][0]["device"]["requests"]
+            .as_f64()
+            .expect("device requests")
+    };
+    let default = requests(&[]);
+    let small = requests(&["--set", "block.max_sectors=16384"]);
+    assert!(
+        small > 1.5 * default,
+        "16 KiB requests: {small} requests vs {default}"
+    );
 }

@@ -90,6 +90,8 @@ struct RawBlock {
     batch_requests: Option<S<i64>>,
     steal: Option<bool>,
     inflight_limit: Option<S<String>>,
+    max_sectors: Option<S<String>>,
+    restart_before_wakeup: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -467,6 +469,17 @@ fn block_config(
     }
     if let Some(l) = &b.inflight_limit {
         config.inflight_limit = limit_sectors(cx, l, "block.inflight_limit")?;
+    }
+    if let Some(m) = &b.max_sectors {
+        config.max_sectors = match limit_sectors(cx, m, "block.max_sectors")? {
+            Some(n) => {
+                Some(u32::try_from(n).map_err(|_| cx.at(m, "block.max_sectors", "over 2 TiB"))?)
+            }
+            None => None,
+        };
+    }
+    if let Some(r) = b.restart_before_wakeup {
+        config.restart_before_wakeup = r;
     }
     Ok(config)
 }

@@ -212,10 +212,20 @@ pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<
         "inflight_limit" => {
             config.inflight_limit = (n > 0).then_some((n as u64).div_ceil(SECTOR_SIZE));
         }
+        "max_sectors" => {
+            let sectors = (n as u64).div_ceil(SECTOR_SIZE);
+            config.max_sectors = match u32::try_from(sectors) {
+                Ok(0) => None,
+                Ok(s) => Some(s),
+                Err(_) => return Err("over 2 TiB".into()),
+            };
+        }
+        "restart_before_wakeup" => config.restart_before_wakeup = n != 0,
         "nr_requests" | "batch_requests" => return Err("must be at least 1".into()),
         other => {
             return Err(format!(
-                "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit)"
+                "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit, \
+                 max_sectors, restart_before_wakeup)"
             ))
         }
     }

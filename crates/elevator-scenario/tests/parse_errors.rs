@@ -82,6 +82,10 @@ fn bad_values_name_file_line_and_key() {
             "my.toml:17: key `sched.deadline.fifo_batch`",
         ),
         (
+            format!("{GOOD}\n[block]\nmax_sectors = \"12\"\n"),
+            "my.toml:17: key `block.max_sectors`",
+        ),
+        (
             format!("{GOOD}\n[sched.elevator9]\nx = 4\n"),
             "my.toml:17: key `sched.elevator9`",
         ),
