@@ -340,6 +340,7 @@ fn build_workload(
             job.read_percent = t.read_percent;
             job.sync_writes = t.sync_writes;
             job.bs = (t.bs / SECTOR_SIZE) as u32;
+            job.max_request = limits.max_sectors;
             job.region_start = offset / SECTOR_SIZE;
             job.region_sectors = region / SECTOR_SIZE;
             job.size = t.size;

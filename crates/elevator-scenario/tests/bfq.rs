@@ -174,6 +174,87 @@ runtime = "20s"
     }
 }
 
+/// A random and a sequential reader at equal weight, on `sata-hdd`: the
+/// random one reads 4 MiB blocks at random offsets (the block layer splits
+/// each into eight 512 KiB requests at the disk's `max_sectors`). BFQ
+/// charges it sectors: it is not slow (it consumes over half of
+/// `max_budget`, and over two thirds of its budget, per `timeout_sync`), so
+/// the two get equal sectors and the random one, slower per sector, more
+/// of the disk's time. CFQ gives each a time slice: equal time, and the
+/// random reader fewer sectors. The run is repeated for other block sizes
+/// and printed: from 1 MiB BFQ's split is in sectors; from 8 MiB the
+/// sequential reader times out behind the random one's requests still in
+/// the disk's queue (31 deep), is charged time, and gets fewer sectors.
+/// Under CFQ blocks under 4 MiB leave the random queue seeky, so it is not
+/// idled for and gets under half the time. A 4 KiB random reader is
+/// charged time by BFQ (the next test).
+#[test]
+fn a_random_reader_of_large_blocks_gets_equal_sectors_under_bfq_and_equal_time_under_cfq() {
+    const TOML: &str = r#"
+name = "random-vs-sequential"
+description = "a random reader of 4 MiB blocks and a sequential reader"
+device = "sata-hdd"
+
+# The steady state, not the first seconds of weight raising.
+[sched.bfq]
+low_latency = 0
+
+[result]
+name = "aggregate"
+unit = "MB/s"
+metric = "aggregate_mb_s"
+
+[[job]]
+name = "random"
+rw = "randread"
+bs = "4m"
+region = "100g"
+runtime = "20s"
+
+[[job]]
+name = "seq"
+rw = "read"
+bs = "128k"
+region = "20g"
+offset = "200g"
+runtime = "20s"
+"#;
+    let shares = |r: &RunReport| {
+        let (rnd, seq) = (job(r, "random"), job(r, "seq"));
+        let time = rnd.disk_time_s / (rnd.disk_time_s + seq.disk_time_s);
+        (rnd.bytes as f64 / seq.bytes as f64, time)
+    };
+    for bs in ["1m", "2m", "4m", "8m", "16m"] {
+        let toml = TOML.replace("bs = \"4m\"", &format!("bs = \"{bs}\""));
+        for r in run_one("random-vs-sequential", &toml, &["bfq", "cfq"]) {
+            let (sectors, time) = shares(&r);
+            println!(
+                "sata-hdd, random {bs} blocks, {}: random {:.1} MB/s, sequential {:.1} MB/s, sector ratio {sectors:.3}, random's disk time {:.0}%",
+                r.scheduler,
+                job(&r, "random").mb_s,
+                job(&r, "seq").mb_s,
+                time * 100.0
+            );
+        }
+    }
+    let runs = run_one("random-vs-sequential", TOML, &["bfq", "cfq"]);
+    let (sectors, time) = shares(&runs[0]);
+    assert!(
+        (sectors - 1.0).abs() < 0.05,
+        "bfq: sector ratio random/sequential {sectors:.3}"
+    );
+    assert!(
+        time > 0.53,
+        "bfq: the random reader, slower per sector, needs more than half the time ({time:.3})"
+    );
+    let (sectors, time) = shares(&runs[1]);
+    assert!(
+        (time - 0.5).abs() < 0.05,
+        "cfq: random's disk time {time:.3}"
+    );
+    assert!(sectors < 0.92, "cfq: sector ratio {sectors:.3}");
+}
+
 /// A random and a sequential reader at equal weight. Valente & Checconi
 /// (2010) share the disk in sectors only among queues that can use it: a
 /// queue too slow to consume its budget within `timeout_sync` (seeky ones

@@ -18,14 +18,22 @@
 //! its own frame; both count in the `frames_missed` figure (with `frames`,
 //! the periods played).
 //!
+//! An I/O larger than the block layer's `max_request` goes to the device as
+//! several requests, as the kernel splits a bio at the queue's
+//! `max_sectors`; the I/O completes with its last piece, and the job's
+//! statistics and depth count I/Os, as fio does.
+//!
 //! Invariant: `in_flight <= iodepth` (1 for a periodic job); every
-//! submitted request is recorded once in the job's statistics when it
-//! completes.
+//! submitted I/O is recorded once in the job's statistics when its last
+//! piece completes.
 
 use crate::Part;
-use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, Prng, Sector, TaskId, SECTOR_SIZE};
+use elevator_core::{
+    Duration, GroupId, Instant, IoPrio, Op, Prng, RequestId, Sector, TaskId, SECTOR_SIZE,
+};
 use elevator_metrics::JobStats;
 use elevator_sim::{BlockIo, Completion, Io, Workload};
+use rustc_hash::FxHashMap;
 
 /// How a job picks its offsets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,8 +58,11 @@ pub struct DirectJob {
     pub read_percent: u8,
     /// Direct writes are synchronous (the submitter waits for them).
     pub sync_writes: bool,
-    /// Request size in sectors.
+    /// I/O size in sectors.
     pub bs: u32,
+    /// Largest request the block layer builds, sectors (the queue's
+    /// `max_sectors`); bigger I/Os are split.
+    pub max_request: u32,
     pub region_start: Sector,
     pub region_sectors: u64,
     /// Bytes to move before the job ends (`None`: until `runtime`).
@@ -70,10 +81,25 @@ pub struct DirectJob {
     rng: Prng,
     pos: u64,
     issued: u64,
+    /// I/Os in flight (each of one or more requests).
     in_flight: u32,
+    /// Request → the I/O it is a piece of.
+    pieces: FxHashMap<RequestId, u64>,
+    /// I/O → its state until its last piece completes.
+    ios: FxHashMap<u64, InFlight>,
+    next_io: u64,
     started: Instant,
     stats: JobStats,
     done: bool,
+}
+
+/// An I/O whose pieces are at the device.
+#[derive(Clone, Debug)]
+struct InFlight {
+    pieces_left: u32,
+    bytes: u64,
+    read: bool,
+    submitted: Instant,
 }
 
 impl DirectJob {
@@ -88,6 +114,7 @@ impl DirectJob {
             read_percent: 100,
             sync_writes: true,
             bs: 256,
+            max_request: u32::MAX,
             region_start: 0,
             region_sectors: 0,
             size: None,
@@ -104,6 +131,9 @@ impl DirectJob {
             pos: 0,
             issued: 0,
             in_flight: 0,
+            pieces: FxHashMap::default(),
+            ios: FxHashMap::default(),
+            next_io: 0,
             started: Instant::ZERO,
             stats: JobStats::new(name),
             done: false,
@@ -148,16 +178,36 @@ impl DirectJob {
             0 => false,
             p => self.rng.below(100) < u64::from(p),
         };
-        io.submit(BlockIo {
-            op: if read { Op::Read } else { Op::Write },
-            sync: read || self.sync_writes,
-            sector: self.region_start + offset,
-            sectors: sectors as u32,
-            task: self.task,
-            prio: self.prio,
-            group: self.group,
-            meta: false,
-        });
+        let n = self.next_io;
+        self.next_io += 1;
+        let max = u64::from(self.max_request.max(1));
+        let mut done = 0;
+        let mut pieces_left = 0;
+        while done < sectors {
+            let piece = (sectors - done).min(max);
+            let id = io.submit(BlockIo {
+                op: if read { Op::Read } else { Op::Write },
+                sync: read || self.sync_writes,
+                sector: self.region_start + offset + done,
+                sectors: piece as u32,
+                task: self.task,
+                prio: self.prio,
+                group: self.group,
+                meta: false,
+            });
+            self.pieces.insert(id, n);
+            pieces_left += 1;
+            done += piece;
+        }
+        self.ios.insert(
+            n,
+            InFlight {
+                pieces_left,
+                bytes: sectors * SECTOR_SIZE,
+                read,
+                submitted: io.now(),
+            },
+        );
         self.issued += sectors * SECTOR_SIZE;
         self.in_flight += 1;
     }
@@ -229,13 +279,20 @@ impl Workload for DirectJob {
     }
 
     fn completed(&mut self, done: &Completion, io: &mut Io<'_>) {
+        self.stats.disk_time += done.disk_time;
+        let n = self.pieces.remove(&done.id).expect("a piece of this job");
+        let state = self.ios.get_mut(&n).expect("an I/O in flight");
+        state.pieces_left -= 1;
+        if state.pieces_left > 0 {
+            return;
+        }
+        let state = self.ios.remove(&n).expect("an I/O in flight");
         self.in_flight -= 1;
         self.stats.record(
-            done.op == Op::Read,
-            u64::from(done.sectors) * SECTOR_SIZE,
-            done.completed.since(done.submitted),
+            state.read,
+            state.bytes,
+            done.completed.since(state.submitted),
         );
-        self.stats.disk_time += done.disk_time;
         if let Some(period) = self.period {
             if self.frame_deadline == Instant::NEVER {
                 // The first frame is in: play, one frame per period.
@@ -272,6 +329,29 @@ impl Part for DirectJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_io_over_max_request_goes_out_in_pieces_and_completes_with_the_last() {
+        use elevator_sim::{Engine, EngineConfig};
+        let mut job = DirectJob::new("big", 1, 0);
+        job.region_sectors = 1 << 20;
+        job.bs = 8192; // 4 MiB
+        job.max_request = 1024; // 512 KiB
+        job.size = Some(3 * (4 << 20));
+        job.iodepth = 1;
+        let device = elevator_device::open("sata-hdd").expect("profile");
+        let sched = elevator_sched::find("noop").expect("noop");
+        let limits = device.limits();
+        let sched = (sched.build)(&sched.tunables(Vec::new()).expect("defaults"), &limits);
+        let mut config = EngineConfig::linux_26();
+        config.time_limit = Instant::ZERO + Duration::from_secs(60);
+        let mut engine = Engine::new(sched, device, config);
+        let summary = engine.run(&mut job);
+        assert_eq!(summary.device.requests, 3 * 8, "three I/Os of eight pieces");
+        assert_eq!(job.stats.bytes(), 3 * (4 << 20));
+        assert_eq!(job.stats.ios, 3, "statistics count I/Os");
+        assert!(job.pieces.is_empty() && job.ios.is_empty());
+    }
 
     #[test]
     fn stops_issuing_at_its_size() {
