@@ -1609,8 +1609,9 @@ impl Bfq {
 
 impl Bfq {
     /// Which of two requests to serve first from head position `last`
-    /// (`bfq_choose_req`): short forward seeks, backward ones up to
-    /// `back_seek_max` at `back_seek_penalty` times the cost.
+    /// (`bfq_choose_req`): sync before async, then metadata before data,
+    /// then short forward seeks, backward ones up to `back_seek_max` at
+    /// `back_seek_penalty` times the cost.
     fn choose_req(
         &self,
         sorted: &SortedQueue,
@@ -1630,6 +1631,9 @@ impl Bfq {
         );
         if ra.sync != rb.sync {
             return Some(if ra.sync { a } else { b });
+        }
+        if ra.meta != rb.meta {
+            return Some(if ra.meta { a } else { b });
         }
         let dist = |s: Sector| -> Option<u64> {
             if s >= last {
