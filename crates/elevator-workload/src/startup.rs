@@ -293,7 +293,10 @@ impl StartupTrace {
 
     /// The same trace with every `Δt` multiplied by `factor` (rounded to
     /// the nanosecond): a trace recorded on a slower machine, replayed at
-    /// the speed of another. `factor` is finite and at least zero.
+    /// the speed of another.
+    ///
+    /// # Panics
+    /// If `factor` is negative or not finite (scenarios check it first).
     pub fn with_think_scaled(mut self, factor: f64) -> Self {
         assert!(
             factor.is_finite() && factor >= 0.0,
@@ -582,6 +585,27 @@ Xorg-925    .029161     8 109119744 Rand 16556008  0 RM 6.117143 START
         assert_eq!(t.requests[1].action, Action::ReadAhead);
         assert!(t.requests[2].sequential);
         assert_eq!(t.total_think(), Duration(15_820_000 + 66_000 + 29_161_000));
+    }
+
+    #[test]
+    fn think_times_scale_and_nothing_else_changes() {
+        let t = StartupTrace::parse("xterm.trace", XTERM_HEAD).unwrap();
+        let scaled = t.clone().with_think_scaled(0.5);
+        assert_eq!(scaled.requests[1].think, Duration(7_910_000));
+        assert_eq!(scaled.requests[2].think, Duration(33_000));
+        assert_eq!(
+            scaled.total_think(),
+            Duration((15_820_000 + 66_000 + 29_161_000) / 2)
+        );
+        let back_to_back = t.clone().with_think_scaled(0.0);
+        assert_eq!(back_to_back.total_think(), Duration::ZERO);
+        for (a, b) in t.requests.iter().zip(&scaled.requests) {
+            assert_eq!(
+                (a.sectors, a.action, a.process),
+                (b.sectors, b.action, b.process)
+            );
+        }
+        assert_eq!(t.clone().with_think_scaled(1.0), t);
     }
 
     #[test]
