@@ -61,6 +61,10 @@ enum Command {
         /// Seed for every random choice (default: the scenarios').
         #[arg(long)]
         seed: Option<u64>,
+        /// Factor on the start-up traces' think times (default: the
+        /// scenarios' 0.075, fitted to the letter's machine; 1: as recorded).
+        #[arg(long)]
+        think_scale: Option<f64>,
     },
     /// List policies, device profiles and built-in scenarios, one per line.
     List,
@@ -110,6 +114,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             device,
             sched,
             seed,
+            think_scale,
         } => {
             let mut options = elevator_scenario::letter::LetterOptions::default();
             if let Some(d) = device {
@@ -124,6 +129,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 options.schedulers = s;
             }
             options.seed = seed;
+            options.think_scale = think_scale;
             let quiet = !std::io::stderr().is_terminal();
             let report = elevator_scenario::letter::run_letter(&options, &mut |line| {
                 if !quiet {

@@ -95,6 +95,7 @@ fn bad_input_fails_cleanly_with_status_2() {
             vec!["run", "ten-streaming-readers", "--set", "block.elevator=1"],
             "no block setting",
         ),
+        (vec!["letter", "--think-scale=-1"], "think-scale"),
         (
             vec!["run", "ten-streaming-readers", "--seed", "lots"],
             "--seed",

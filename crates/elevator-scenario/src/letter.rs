@@ -77,6 +77,9 @@ pub struct LetterOptions {
     pub devices: Vec<String>,
     pub schedulers: Vec<String>,
     pub seed: Option<u64>,
+    /// Factor on the traces' think times in place of the scenarios'
+    /// (`Some(1.0)`: as recorded).
+    pub think_scale: Option<f64>,
 }
 
 impl Default for LetterOptions {
@@ -90,6 +93,7 @@ impl Default for LetterOptions {
                 .map(|s| s.to_string())
                 .collect(),
             seed: None,
+            think_scale: None,
         }
     }
 }
@@ -116,6 +120,8 @@ pub struct LetterReport {
     /// Think time of each trace as replayed, after the scenarios'
     /// `think_scale` (letter row → seconds).
     pub think_s: BTreeMap<String, f64>,
+    /// The factor the traces' think times were replayed with.
+    pub think_scale: f64,
 }
 
 impl LetterReport {
@@ -137,8 +143,22 @@ impl DeviceLetter {
     }
 }
 
-fn base(bg: Background) -> Result<Scenario, ScenarioError> {
-    crate::builtin(bg.scenario()).expect("built-in letter scenario")
+fn base(bg: Background, think_scale: Option<f64>) -> Result<Scenario, ScenarioError> {
+    let mut s = crate::builtin(bg.scenario()).expect("built-in letter scenario")?;
+    if let Some(k) = think_scale {
+        if !(k.is_finite() && (0.0..=1000.0).contains(&k)) {
+            return Err(ScenarioError::new(
+                "<command line>",
+                None,
+                Some("think-scale"),
+                format!("{k}: a think-time factor is between 0 and 1000"),
+            ));
+        }
+        for st in &mut s.startups {
+            st.think_scale = k;
+        }
+    }
+    Ok(s)
 }
 
 /// Run every variant; `progress` hears a line per finished run.
@@ -148,7 +168,7 @@ pub fn run_letter(
 ) -> Result<LetterReport, ScenarioError> {
     let mut devices = Vec::new();
     let mut think_s = BTreeMap::new();
-    let think_scale = base(Background::Sequential)?.startups[0].think_scale;
+    let think_scale = base(Background::Sequential, options.think_scale)?.startups[0].think_scale;
     for &(row, trace, _) in &APPS {
         let t = crate::startup::load_trace(trace)
             .map_err(|m| ScenarioError::new("<letter>", None, Some("startup.trace"), m))?;
@@ -168,7 +188,7 @@ pub fn run_letter(
         };
         for bg in [Background::Sequential, Background::Random] {
             // The readers alone.
-            let mut s = base(bg)?;
+            let mut s = base(bg, options.think_scale)?;
             s.startups.clear();
             for j in &mut s.jobs {
                 j.background = false;
@@ -186,7 +206,7 @@ pub fn run_letter(
         }
         for bg in [Background::Idle, Background::Sequential, Background::Random] {
             for &(row, trace, _) in &APPS {
-                let mut s = base(bg)?;
+                let mut s = base(bg, options.think_scale)?;
                 if bg == Background::Idle {
                     s.jobs.clear();
                 }
@@ -226,6 +246,7 @@ pub fn run_letter(
         schedulers: options.schedulers.clone(),
         devices,
         think_s,
+        think_scale,
     })
 }
 
@@ -242,8 +263,9 @@ impl LetterReport {
             "The 2016 BFQ cover letter's table: our figure, the letter's in brackets (Plextor PX-256M5S SSD,\n\
              modelled by {LETTER_DEVICE}; it has none for other devices). Throughput in MiB/s (iostat -m);\n\
              start-up in seconds, \">60\" past the letter's 60 s timeout. konsole has no trace in the S suite:\n\
-             gnome-terminal stands in for it. Start-ups replay S's traces, their think times scaled to the\n\
-             letter's machine (think_scale in bfq-startup-seq.toml):"
+             gnome-terminal stands in for it. Start-ups replay S's traces, their think times scaled by\n\
+             {:.3} (bfq-startup-seq.toml fits 0.075 to the letter's machine; 1: as recorded):",
+            self.think_scale
         );
         let thinks: Vec<String> = APPS
             .iter()
