@@ -81,6 +81,15 @@ pub fn load_trace(name_or_path: &str) -> Result<StartupTrace, String> {
     StartupTrace::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
 }
 
+/// A factor on a trace's think times: finite, from 0 to 1000.
+pub(crate) fn check_think_scale(f: f64) -> Result<f64, String> {
+    if f.is_finite() && (0.0..=1000.0).contains(&f) {
+        Ok(f)
+    } else {
+        Err(format!("{f}: a think-time factor is between 0 and 1000"))
+    }
+}
+
 pub(crate) fn validate(
     file: &str,
     text: &str,
@@ -115,18 +124,14 @@ pub(crate) fn validate(
             None => 0,
         };
         let think_scale = match &s.think_scale {
-            Some(v) => {
-                let f = *v.get_ref();
-                if !(f.is_finite() && (0.0..=1000.0).contains(&f)) {
-                    return Err(ScenarioError::new(
-                        file,
-                        Some(line_of(text, v.span().start)),
-                        Some("startup.think_scale"),
-                        format!("{f}: a think-time factor is between 0 and 1000"),
-                    ));
-                }
-                f
-            }
+            Some(v) => check_think_scale(*v.get_ref()).map_err(|m| {
+                ScenarioError::new(
+                    file,
+                    Some(line_of(text, v.span().start)),
+                    Some("startup.think_scale"),
+                    m,
+                )
+            })?,
             None => 1.0,
         };
         out.push(StartupSpec {

@@ -174,6 +174,43 @@ runtime = "20s"
     }
 }
 
+/// A random reader of `bs` blocks over 100 GB and a sequential reader of
+/// 128 KiB requests 200 GB in, at equal weight on `sata-hdd`, for 20 s.
+/// Without weight raising: both new queues would be raised for seconds,
+/// and what is measured here is the steady state.
+fn random_vs_sequential(bs: &str) -> String {
+    format!(
+        r#"
+name = "random-vs-sequential"
+description = "a random reader of {bs} blocks and a sequential reader"
+device = "sata-hdd"
+
+[sched.bfq]
+low_latency = 0
+
+[result]
+name = "aggregate"
+unit = "MB/s"
+metric = "aggregate_mb_s"
+
+[[job]]
+name = "random"
+rw = "randread"
+bs = "{bs}"
+region = "100g"
+runtime = "20s"
+
+[[job]]
+name = "seq"
+rw = "read"
+bs = "128k"
+region = "20g"
+offset = "200g"
+runtime = "20s"
+"#
+    )
+}
+
 /// A random and a sequential reader at equal weight, on `sata-hdd`: the
 /// random one reads 4 MiB blocks at random offsets (the block layer splits
 /// each into eight 512 KiB requests at the disk's `max_sectors`). BFQ
@@ -190,54 +227,33 @@ runtime = "20s"
 /// charged time by BFQ (the next test).
 #[test]
 fn a_random_reader_of_large_blocks_gets_equal_sectors_under_bfq_and_equal_time_under_cfq() {
-    const TOML: &str = r#"
-name = "random-vs-sequential"
-description = "a random reader of 4 MiB blocks and a sequential reader"
-device = "sata-hdd"
-
-# The steady state, not the first seconds of weight raising.
-[sched.bfq]
-low_latency = 0
-
-[result]
-name = "aggregate"
-unit = "MB/s"
-metric = "aggregate_mb_s"
-
-[[job]]
-name = "random"
-rw = "randread"
-bs = "4m"
-region = "100g"
-runtime = "20s"
-
-[[job]]
-name = "seq"
-rw = "read"
-bs = "128k"
-region = "20g"
-offset = "200g"
-runtime = "20s"
-"#;
     let shares = |r: &RunReport| {
         let (rnd, seq) = (job(r, "random"), job(r, "seq"));
         let time = rnd.disk_time_s / (rnd.disk_time_s + seq.disk_time_s);
         (rnd.bytes as f64 / seq.bytes as f64, time)
     };
+    // The sweep, printed; the assertions are on the 4 MiB runs.
+    let mut runs = Vec::new();
     for bs in ["1m", "2m", "4m", "8m", "16m"] {
-        let toml = TOML.replace("bs = \"4m\"", &format!("bs = \"{bs}\""));
-        for r in run_one("random-vs-sequential", &toml, &["bfq", "cfq"]) {
-            let (sectors, time) = shares(&r);
+        let sweep = run_one(
+            "random-vs-sequential",
+            &random_vs_sequential(bs),
+            &["bfq", "cfq"],
+        );
+        for r in &sweep {
+            let (sectors, time) = shares(r);
             println!(
                 "sata-hdd, random {bs} blocks, {}: random {:.1} MB/s, sequential {:.1} MB/s, sector ratio {sectors:.3}, random's disk time {:.0}%",
                 r.scheduler,
-                job(&r, "random").mb_s,
-                job(&r, "seq").mb_s,
+                job(r, "random").mb_s,
+                job(r, "seq").mb_s,
                 time * 100.0
             );
         }
+        if bs == "4m" {
+            runs = sweep;
+        }
     }
-    let runs = run_one("random-vs-sequential", TOML, &["bfq", "cfq"]);
     let (sectors, time) = shares(&runs[0]);
     assert!(
         (sectors - 1.0).abs() < 0.05,
@@ -267,45 +283,16 @@ runtime = "20s"
 /// instead gives each reader equal disk time.
 #[test]
 fn a_seeky_reader_is_charged_time_and_cannot_drag_a_sequential_one_down() {
-    const TOML: &str = r#"
-name = "seeky"
-description = "random reader vs sequential reader"
-device = "sata-hdd"
-
-# Without weight raising: both new queues would be raised for seconds,
-# and raised queues get no idling, which is not what is measured here.
-[sched.bfq]
-low_latency = 0
-
-[result]
-name = "aggregate"
-unit = "MB/s"
-metric = "aggregate_mb_s"
-
-[[job]]
-name = "random"
-rw = "randread"
-bs = "4k"
-region = "100g"
-runtime = "20s"
-
-[[job]]
-name = "seq"
-rw = "read"
-bs = "128k"
-region = "20g"
-offset = "200g"
-runtime = "20s"
-"#;
+    let toml = random_vs_sequential("4k");
     let scheds: Vec<&str> = ["bfq", "cfq", "deadline"]
         .into_iter()
         .filter(|s| elevator_sched::find(s).is_some())
         .collect();
-    let runs = run_one("seeky", TOML, &scheds);
+    let runs = run_one("seeky", &toml, &scheds);
     let alone = run_one(
         "seeky-alone",
         // The random reader held back past the end of the run.
-        &TOML.replace(
+        &toml.replace(
             "rw = \"randread\"",
             "rw = \"randread\"\nbackground = true\nstart = \"1h\"",
         ),

@@ -22,7 +22,9 @@ mod queue;
 mod registry;
 pub mod stats;
 
-pub use queue::{FifoQueue, MergeOutcome, MergeRule, Place, PlacedMerge, PlacedQueue, SortedQueue};
+pub use queue::{
+    BackSeek, FifoQueue, MergeOutcome, MergeRule, Place, PlacedMerge, PlacedQueue, SortedQueue,
+};
 pub use registry::{find, registry, SchedulerType, Tunable, TunableError, Tunables};
 
 use elevator_core::{Duration, GroupTree, Instant, Request, TaskId};

@@ -23,11 +23,59 @@
 //!
 //! [`FifoQueue`] is the same merging without the sort tree, for a policy
 //! that only keeps arrival order (noop): a list plus the merge hash.
+//!
+//! [`BackSeek`] picks the better of two queued requests for a head
+//! position, as CFQ and BFQ choose a queue's next request.
 
 use elevator_core::{Op, Request, RequestId, Sector};
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
+
+/// The one-way elevator with short, penalised back seeks that CFQ and BFQ
+/// use to choose a queue's next request (`cfq_choose_req`, whence
+/// `bfq_choose_req`): sync before async, then metadata before data, then
+/// the nearer to the head, a seek backwards counting `penalty` times its
+/// length and allowed up to `max` sectors; past that a request waits for
+/// the head to wrap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackSeek {
+    /// Longest backward seek taken, sectors (`back_seek_max` KiB × 2).
+    pub max: u64,
+    /// Cost of a backward sector in forward ones (`back_seek_penalty`).
+    pub penalty: u64,
+}
+
+impl BackSeek {
+    /// Whether `a` goes before `b` with the head at `last`.
+    pub fn prefers(&self, a: &Request, b: &Request, last: Sector) -> bool {
+        let sync = |r: &Request| r.op == Op::Read || r.sync;
+        if sync(a) != sync(b) {
+            return sync(a);
+        }
+        if a.meta != b.meta {
+            return a.meta;
+        }
+        let dist = |s: Sector| -> Option<u64> {
+            if s >= last {
+                Some(s - last)
+            } else if s + self.max >= last {
+                Some((last - s) * self.penalty)
+            } else {
+                None // behind the head beyond `max`: wraps
+            }
+        };
+        match (dist(a.sector), dist(b.sector)) {
+            (Some(da), Some(db)) if da != db => da < db,
+            (Some(_), Some(_)) => a.sector >= b.sector,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            // Both wrapped: start with the one furthest behind (one long
+            // back seek, then forward).
+            (None, None) => a.sector <= b.sector,
+        }
+    }
+}
 
 /// When two adjacent requests may become one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -794,6 +842,30 @@ mod tests {
         front_merges: true,
         same_task: false,
     };
+
+    #[test]
+    fn back_seek_prefers_sync_then_metadata_then_the_cheaper_seek() {
+        let bs = BackSeek {
+            max: 1000,
+            penalty: 2,
+        };
+        let r = |sector| Request::read(1, 1, sector, 8);
+        // Ahead 100 vs behind 40 (costing 80): the backward one.
+        assert!(bs.prefers(&r(960), &r(1100), 1000));
+        // Ahead 100 vs behind 60 (costing 120): forward.
+        assert!(bs.prefers(&r(1100), &r(940), 1000));
+        // Behind beyond `max` waits for the wrap.
+        assert!(bs.prefers(&r(900_000), &r(0), 5000));
+        // Both wrapped: the one furthest behind first.
+        assert!(bs.prefers(&r(0), &r(100), 5000));
+        let meta = Request {
+            meta: true,
+            ..r(900_000)
+        };
+        assert!(bs.prefers(&meta, &r(1008), 1000));
+        let write = Request::write(2, 1, 1008, 8);
+        assert!(bs.prefers(&meta, &write, 1000) && !bs.prefers(&write, &r(900_000), 1000));
+    }
 
     fn ids(q: &SortedQueue) -> Vec<(u64, u64, u32)> {
         q.iter().map(|r| (r.id.0, r.sector, r.sectors)).collect()

@@ -108,7 +108,9 @@
 
 use crate::queue::MergeOutcome;
 use crate::stats::{Ewma, SeekHistory};
-use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables};
+use crate::{
+    BackSeek, Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables,
+};
 use elevator_core::{
     Duration, GroupId, GroupTree, Instant, IoClass, Op, QueueLimits, Request, RequestId, Sector,
     TaskId, IOPRIO_LEVELS,
@@ -465,8 +467,7 @@ pub struct Cfq {
     quantum: u32,
     /// [async, sync]
     fifo_expire: [Duration; 2],
-    back_max: Sector,
-    back_penalty: u64,
+    back_seek: BackSeek,
     /// [async, sync]
     slice: [Duration; 2],
     slice_async_rq: u32,
@@ -529,8 +530,10 @@ impl Cfq {
         let mut cfq = Cfq {
             quantum: t.get("quantum").max(1) as u32,
             fifo_expire: [ms("fifo_expire_async"), ms("fifo_expire_sync")],
-            back_max: t.get("back_seek_max") as u64 * 2,
-            back_penalty: t.get("back_seek_penalty").max(1) as u64,
+            back_seek: BackSeek {
+                max: t.get("back_seek_max") as u64 * 2,
+                penalty: t.get("back_seek_penalty").max(1) as u64,
+            },
             slice: [ms("slice_async").max(JIFFY), ms("slice_sync").max(JIFFY)],
             slice_async_rq: t.get("slice_async_rq").max(1) as u32,
             slice_idle: ms("slice_idle"),
@@ -738,48 +741,10 @@ impl Cfq {
             sorted.get(x).expect("queued"),
             sorted.get(y).expect("queued"),
         );
-        if is_sync(r1) != is_sync(r2) {
-            return Some(if is_sync(r1) { x } else { y });
-        }
-        if r1.meta != r2.meta {
-            return Some(if r1.meta { x } else { y });
-        }
-        let dist = |s: Sector| -> Option<u64> {
-            if s >= last {
-                Some(s - last)
-            } else if s + self.back_max >= last {
-                Some((last - s) * self.back_penalty)
-            } else {
-                None // behind the head beyond back_seek_max: wraps
-            }
-        };
-        let (s1, s2) = (r1.sector, r2.sector);
-        Some(match (dist(s1), dist(s2)) {
-            (Some(d1), Some(d2)) if d1 != d2 => {
-                if d1 < d2 {
-                    x
-                } else {
-                    y
-                }
-            }
-            (Some(_), Some(_)) => {
-                if s1 >= s2 {
-                    x
-                } else {
-                    y
-                }
-            }
-            (Some(_), None) => x,
-            (None, Some(_)) => y,
-            // Both wrapped: start with the one furthest behind (one long
-            // back seek, then forward).
-            (None, None) => {
-                if s1 <= s2 {
-                    x
-                } else {
-                    y
-                }
-            }
+        Some(if self.back_seek.prefers(r1, r2, last) {
+            x
+        } else {
+            y
         })
     }
 

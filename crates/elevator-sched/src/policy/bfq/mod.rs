@@ -57,7 +57,9 @@ mod wf2q;
 
 use crate::queue::MergeOutcome;
 use crate::stats::Ewma;
-use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables};
+use crate::{
+    BackSeek, Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables,
+};
 use elevator_core::{
     Duration, GroupId, GroupTree, Instant, IoClass, IoPrio, QueueLimits, Request, RequestId,
     Sector, TaskId, IOPRIO_LEVELS,
@@ -390,8 +392,7 @@ struct Burst {
 pub struct Bfq {
     // Tunables.
     slice_idle: Duration,
-    back_max: u64,
-    back_penalty: u64,
+    back_seek: BackSeek,
     fifo_expire: [Duration; 2],
     timeout: Duration,
     user_max_budget: u64,
@@ -453,8 +454,10 @@ impl Bfq {
         let peak = PeakRate::new(REF_RATE[rot] * 2 / 3);
         let mut bfq = Bfq {
             slice_idle,
-            back_max: t.get("back_seek_max") as u64 * 2,
-            back_penalty: t.get("back_seek_penalty").max(1) as u64,
+            back_seek: BackSeek {
+                max: t.get("back_seek_max") as u64 * 2,
+                penalty: t.get("back_seek_penalty").max(1) as u64,
+            },
             fifo_expire: [ms("fifo_expire_async"), ms("fifo_expire_sync")],
             timeout: ms("timeout_sync").max(Duration::from_millis(1)),
             user_max_budget,
@@ -1629,45 +1632,10 @@ impl Bfq {
             sorted.get(a).expect("queued"),
             sorted.get(b).expect("queued"),
         );
-        if ra.sync != rb.sync {
-            return Some(if ra.sync { a } else { b });
-        }
-        if ra.meta != rb.meta {
-            return Some(if ra.meta { a } else { b });
-        }
-        let dist = |s: Sector| -> Option<u64> {
-            if s >= last {
-                Some(s - last)
-            } else if s + self.back_max >= last {
-                Some((last - s) * self.back_penalty)
-            } else {
-                None
-            }
-        };
-        Some(match (dist(ra.sector), dist(rb.sector)) {
-            (Some(da), Some(db)) if da != db => {
-                if da < db {
-                    a
-                } else {
-                    b
-                }
-            }
-            (Some(_), Some(_)) => {
-                if ra.sector >= rb.sector {
-                    a
-                } else {
-                    b
-                }
-            }
-            (Some(_), None) => a,
-            (None, Some(_)) => b,
-            (None, None) => {
-                if ra.sector <= rb.sector {
-                    a
-                } else {
-                    b
-                }
-            }
+        Some(if self.back_seek.prefers(ra, rb, last) {
+            a
+        } else {
+            b
         })
     }
 
