@@ -1,7 +1,7 @@
 //! The event loop.
 
 use crate::workload::{Completion, Io, Workload};
-use elevator_core::{Duration, Instant, Op, Request, RequestId, Sector, TaskId};
+use elevator_core::{Duration, Instant, IoError, Op, Request, RequestId, Sector, TaskId};
 use elevator_device::{Device, DeviceStats};
 use elevator_sched::{CheckOptions, CheckReport, Checked, Dispatch, OnViolation, Scheduler};
 use rustc_hash::FxHashMap;
@@ -115,6 +115,8 @@ pub struct RunSummary {
     pub timed_out: bool,
     /// Requests completed (merged requests count each part).
     pub completed: u64,
+    /// Requests the device failed (a merged request counts once).
+    pub errors: u64,
     /// Engine iterations (distinct event instants handled).
     pub events: u64,
     pub device: DeviceStats,
@@ -164,6 +166,8 @@ pub struct Engine {
     sectors_allocated: u64,
     waiting: [VecDeque<Request>; 2],
     completed: u64,
+    /// Requests the device failed (each counts once, merged or not).
+    errors: u64,
     last_completion: Instant,
     // Scratch buffers reused across workload calls.
     submitted: Vec<Request>,
@@ -203,6 +207,7 @@ impl Engine {
             sectors_allocated: 0,
             waiting: [VecDeque::new(), VecDeque::new()],
             completed: 0,
+            errors: 0,
             last_completion: Instant::ZERO,
             submitted: Vec::new(),
             armed: Vec::new(),
@@ -268,14 +273,16 @@ impl Engine {
             self.now = next;
             events += 1;
 
-            while let Some(id) = self.device.complete(self.now) {
+            while let Some((id, error)) = self.device.complete_status(self.now) {
                 if self.config.restart_before_wakeup {
                     let done = self.retire(id);
                     self.dispatch();
                     self.wake_waiters();
-                    self.deliver(done, workload);
+                    self.deliver(done, error, workload);
                 } else {
-                    self.finish(id, workload);
+                    let done = self.retire(id);
+                    self.wake_waiters();
+                    self.deliver(done, error, workload);
                 }
             }
             while let Some(&Reverse((t, _, token))) = self.timers.peek() {
@@ -295,6 +302,7 @@ impl Engine {
             end: self.now,
             timed_out,
             completed: self.completed,
+            errors: self.errors,
             events,
             device: self.device.stats(),
             check,
@@ -474,13 +482,6 @@ impl Engine {
         }
     }
 
-    /// The device finished `id`: tell the policy, free the slot, tell the workload.
-    fn finish(&mut self, id: RequestId, workload: &mut dyn Workload) {
-        let done = self.retire(id);
-        self.wake_waiters();
-        self.deliver(done, workload);
-    }
-
     /// The device finished `id`: tell the policy and free the slot.
     fn retire(&mut self, id: RequestId) -> (Request, Instant) {
         let Some((request, dispatched)) = self.in_flight.remove(&id) else {
@@ -508,7 +509,15 @@ impl Engine {
     }
 
     /// Tell the workload that each part of a retired request completed.
-    fn deliver(&mut self, done: (Request, Instant), workload: &mut dyn Workload) {
+    fn deliver(
+        &mut self,
+        done: (Request, Instant),
+        error: Option<IoError>,
+        workload: &mut dyn Workload,
+    ) {
+        if error.is_some() {
+            self.errors += 1;
+        }
         let (request, dispatched) = done;
         let service = self.now.since(dispatched.max(self.last_completion));
         self.last_completion = self.now;
@@ -529,6 +538,7 @@ impl Engine {
                 submitted: part.submitted,
                 dispatched,
                 completed: self.now,
+                error,
                 disk_time: Duration(
                     (u128::from(service.nanos()) * u128::from(part.sectors)
                         / u128::from(total_sectors)) as u64,
