@@ -8,6 +8,7 @@
 mod group;
 mod ioprio;
 mod limits;
+mod port;
 mod prng;
 mod request;
 mod time;
@@ -15,6 +16,7 @@ mod time;
 pub use group::{Group, GroupTree, IoMax, IoMaxError, DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use ioprio::{IoClass, IoPrio, IoPrioError, IOPRIO_LEVELS};
 pub use limits::QueueLimits;
+pub use port::{BlockIo, Completion, Io, Workload};
 pub use prng::Prng;
 pub use request::{GroupId, Op, Request, RequestId, Sector, TaskId, SECTOR_SIZE};
 pub use time::{Duration, Instant};

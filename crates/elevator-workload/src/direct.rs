@@ -32,7 +32,7 @@ use elevator_core::{
     Duration, GroupId, Instant, IoPrio, Op, Prng, RequestId, Sector, TaskId, SECTOR_SIZE,
 };
 use elevator_metrics::JobStats;
-use elevator_sim::{BlockIo, Completion, Io, Workload};
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use rustc_hash::FxHashMap;
 
 /// How a job picks its offsets.
