@@ -143,6 +143,12 @@ pub struct RuntimeStats {
     pub returned: u64,
     /// Operations sent to the device (merged requests count once).
     pub dispatched: u64,
+    /// Of which reads.
+    pub dispatched_reads: u64,
+    /// Requests merged into another before dispatch, reads and writes.
+    pub merged: [u64; 2],
+    /// Time with at least one operation at the device.
+    pub busy: Duration,
     pub errors: u64,
     pub short: u64,
     /// Timers armed for `Dispatch::Wait` or a caller's deadline.
@@ -173,6 +179,8 @@ pub struct Runtime<B> {
     cqes: Vec<(u64, i32)>,
     /// The earliest pending timer.
     timer: Option<Instant>,
+    /// Since when the device has had operations in flight.
+    busy_since: Option<Instant>,
     stats: RuntimeStats,
 }
 
@@ -189,6 +197,7 @@ impl<B: Backend> Runtime<B> {
             in_flight: FxHashMap::default(),
             cqes: Vec::new(),
             timer: None,
+            busy_since: None,
             stats: RuntimeStats::default(),
         }
     }
@@ -206,7 +215,11 @@ impl<B: Backend> Runtime<B> {
     }
 
     pub fn stats(&self) -> RuntimeStats {
-        self.stats
+        let mut stats = self.stats;
+        if let Some(since) = self.busy_since {
+            stats.busy += self.clock.now().since(since);
+        }
+        stats
     }
 
     /// Requests submitted and not yet returned.
@@ -280,6 +293,12 @@ impl<B: Backend> Runtime<B> {
                         ioprio: sqe_ioprio(r.prio),
                     })?;
                     self.stats.dispatched += 1;
+                    let dir = usize::from(r.op != Op::Read);
+                    if dir == 0 {
+                        self.stats.dispatched_reads += 1;
+                    }
+                    self.stats.merged[dir] += r.merged.len() as u64;
+                    self.busy_since.get_or_insert(now);
                     self.in_flight.insert(tag, (r, now));
                 }
                 Dispatch::Wait { until } => return Ok(Some(until)),
@@ -357,6 +376,11 @@ impl<B: Backend> Runtime<B> {
             .remove(&tag)
             .expect("a completion for an operation in flight");
         self.policy.complete(&request, now);
+        if self.in_flight.is_empty() {
+            if let Some(since) = self.busy_since.take() {
+                self.stats.busy += now.since(since);
+            }
+        }
         let ids: Vec<RequestId> = request.ids().collect();
         let last = ids.len() - 1;
         for (i, id) in ids.into_iter().enumerate() {
