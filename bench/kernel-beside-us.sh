@@ -88,13 +88,14 @@ make_cgroup() {
     echo "$dir"
 }
 
-# Summary line from fio-format JSON: IOPS, MiB/s, p50, p99, max (us) over all jobs' reads.
+# Summary from fio-format JSON: IOPS and MiB/s summed over the jobs' reads, then p50, p99 and
+# max completion latency (us) of the first job (the RT job; the weight-100 job).
 summarize() {
     jq -r '[.jobs[].read] as $r |
         [($r | map(.iops) | add), ($r | map(.bw) | add) / 1024,
-         ($r | map(.clat_ns.percentile["50.000000"]) | max) / 1000,
-         ($r | map(.clat_ns.percentile["99.000000"]) | max) / 1000,
-         ($r | map(.clat_ns.max) | max) / 1000] | @tsv' "$1"
+         $r[0].clat_ns.percentile["50.000000"] / 1000,
+         $r[0].clat_ns.percentile["99.000000"] / 1000,
+         $r[0].clat_ns.max / 1000] | @tsv' "$1"
 }
 # I/Os per job, in job order.
 ios() { jq -r '[.jobs[].read.total_ios] | map(tostring) | join(" ")' "$1"; }
@@ -149,7 +150,8 @@ for s in cfq bfq deadline-mc; do
     row "rt-vs-idle ours:$s $(summarize "$RESULTS/o-prio-$s.json") $(jq -n "$a/($b+0.001)*100|round/100")"
 done
 
-# The table. share: weights, I/Os of w300 / w100; rt-vs-idle, I/Os of RT / IDLE.
+# The table. Latencies are the first job's; share: weights, I/Os of w300 / w100; rt-vs-idle,
+# I/Os of RT / IDLE.
 printf '%-16s %-18s %10s %8s %9s %9s %10s %7s\n' \
     job scheduler IOPS MiB/s "p50 us" "p99 us" "max us" share
 while read -r job sched iops mib p50 p99 max share; do

@@ -81,8 +81,14 @@ pub fn run(options: &FioOptions, out: &mut Vec<u8>) -> Result<()> {
     }
     if options.json {
         let o = &outcomes[0];
-        let engine = format!("{} engine, {} policy", engine_name(options.engine), o.scheduler);
-        out.extend_from_slice(render_json(&engine, &file.global, &o.jobs, &[o.disk.clone()]).as_bytes());
+        let engine = format!(
+            "{} engine, {} policy",
+            engine_name(options.engine),
+            o.scheduler
+        );
+        out.extend_from_slice(
+            render_json(&engine, &file.global, &o.jobs, std::slice::from_ref(&o.disk)).as_bytes(),
+        );
         return Ok(());
     }
     writeln!(out, "{}", options.job.display())?;
@@ -99,8 +105,16 @@ pub fn run(options: &FioOptions, out: &mut Vec<u8>) -> Result<()> {
                     continue;
                 }
                 let secs = d.runtime.as_secs_f64();
-                let iops = if secs > 0.0 { d.total_ios as f64 / secs } else { 0.0 };
-                let mib = if secs > 0.0 { d.io_bytes as f64 / secs / 1048576.0 } else { 0.0 };
+                let iops = if secs > 0.0 {
+                    d.total_ios as f64 / secs
+                } else {
+                    0.0
+                };
+                let mib = if secs > 0.0 {
+                    d.io_bytes as f64 / secs / 1048576.0
+                } else {
+                    0.0
+                };
                 let us = |ns: u64| ns as f64 / 1000.0;
                 let name: String = j.jobname.chars().take(16).collect();
                 writeln!(
@@ -151,7 +165,8 @@ fn run_sim(
     if groups.len() > 1 {
         policy.set_groups(&groups);
     }
-    let mut engine = elevator_sim::Engine::new(policy, device, elevator_sim::EngineConfig::default());
+    let mut engine =
+        elevator_sim::Engine::new(policy, device, elevator_sim::EngineConfig::default());
     let summary = engine.run(&mut workload);
     if summary.timed_out {
         bail!("the simulation hit its time limit before the jobs finished");
@@ -194,7 +209,10 @@ fn run_uring(
     };
     let direct = file.jobs.iter().any(|j| j.direct);
     if file.jobs.iter().any(|j| j.direct != direct) {
-        bail!("{}: jobs mix direct=1 and direct=0 on one target", file.path.display());
+        bail!(
+            "{}: jobs mix direct=1 and direct=0 on one target",
+            file.path.display()
+        );
     }
     let existing = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     let access = Access {

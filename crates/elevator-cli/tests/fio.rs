@@ -19,7 +19,9 @@ fn elevator(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
 }
 
 fn job(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fio").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fio")
+        .join(name);
     assert!(p.exists(), "{} is missing", p.display());
     p.display().to_string()
 }
@@ -56,7 +58,10 @@ fn check_randread(json: &str) {
 #[test]
 fn one_job_file_runs_unchanged_on_both_engines_and_prints_fio_json() {
     let file = job("randread-qd32.fio");
-    let (code, out, err) = elevator(&["run", &file, "--engine", "sim", "--output-format=json"], &[]);
+    let (code, out, err) = elevator(
+        &["run", &file, "--engine", "sim", "--output-format=json"],
+        &[],
+    );
     assert_eq!(code, 0, "{err}");
     check_randread(&out);
     let dir = tempdir();
@@ -80,7 +85,11 @@ fn one_job_file_runs_unchanged_on_both_engines_and_prints_fio_json() {
         assert_eq!(code, 0, "{sched}: {err}");
         check_randread(&out);
     }
-    assert_eq!(std::fs::metadata(&target).unwrap().len(), 64 << 20, "created at the job's size");
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().len(),
+        64 << 20,
+        "created at the job's size"
+    );
 }
 
 #[test]
@@ -117,7 +126,16 @@ fn weights_and_priorities_reach_the_policy_from_the_job_file() {
     // seeky readers, is BFQ's business; 5.1x for this seed).
     assert!(ratio > 1.5, "w300/w100 = {ratio:.2}");
     let (code, out, err) = elevator(
-        &["run", &job("rt-vs-idle.fio"), "--sched", "cfq", "--device", "sata-hdd", "--format", "json"],
+        &[
+            "run",
+            &job("rt-vs-idle.fio"),
+            "--sched",
+            "cfq",
+            "--device",
+            "sata-hdd",
+            "--format",
+            "json",
+        ],
         &env,
     );
     assert_eq!(code, 0, "{err}");
@@ -144,9 +162,21 @@ fn a_write_job_needs_allow_write_and_then_runs() {
     let (code, _, err) = elevator(&["run", &file, "--engine", "uring", "--target", t], &[]);
     assert_eq!(code, 2);
     assert!(err.contains("--allow-write"), "{err}");
-    assert_eq!(std::fs::read(&target).unwrap(), vec![7u8; 1 << 20], "untouched");
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        vec![7u8; 1 << 20],
+        "untouched"
+    );
     let (code, out, err) = elevator(
-        &["run", &file, "--engine", "uring", "--target", t, "--allow-write"],
+        &[
+            "run",
+            &file,
+            "--engine",
+            "uring",
+            "--target",
+            t,
+            "--allow-write",
+        ],
         &[],
     );
     assert_eq!(code, 0, "{err}");
@@ -172,7 +202,14 @@ fn a_mounted_block_device_is_refused_by_the_cli() {
         return;
     };
     let (code, _, err) = elevator(
-        &["run", &job("randread-qd32.fio"), "--engine", "uring", "--target", &dev],
+        &[
+            "run",
+            &job("randread-qd32.fio"),
+            "--engine",
+            "uring",
+            "--target",
+            &dev,
+        ],
         &[],
     );
     assert_eq!(code, 2, "{err}");
@@ -183,7 +220,10 @@ fn a_mounted_block_device_is_refused_by_the_cli() {
 fn job_file_errors_name_file_line_and_option_and_exit_2() {
     let dir = tempdir();
     for (text, want) in [
-        ("[j]\nrw=randread\nrate_iops=100\n", ":3: rate_iops: not supported"),
+        (
+            "[j]\nrw=randread\nrate_iops=100\n",
+            ":3: rate_iops: not supported",
+        ),
         ("[j]\nrw=randread\nbs=3k7\n", ":3: bs:"),
         ("[j]\nioengine=mmap\n", ":2: ioengine:"),
     ] {
@@ -193,7 +233,10 @@ fn job_file_errors_name_file_line_and_option_and_exit_2() {
         assert!(out.is_empty());
         assert!(err.contains(&format!("{file}{want}")), "{err}");
     }
-    let (code, _, err) = elevator(&["run", &job("randread-qd32.fio"), "--engine", "uring"], &[]);
+    let (code, _, err) = elevator(
+        &["run", &job("randread-qd32.fio"), "--engine", "uring"],
+        &[],
+    );
     assert_eq!(code, 2);
     assert!(err.contains("--target"), "{err}");
 }

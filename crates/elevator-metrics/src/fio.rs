@@ -83,7 +83,9 @@ impl FioLatency {
             return 0.0;
         }
         let mean = self.mean_ns();
-        ((self.sum_sq - n * mean * mean) / (n - 1.0)).max(0.0).sqrt()
+        ((self.sum_sq - n * mean * mean) / (n - 1.0))
+            .max(0.0)
+            .sqrt()
     }
 
     fn to_json(&self, with_percentiles: bool) -> Value {

@@ -310,7 +310,10 @@ impl<B: Backend> Backend for Faulty<B> {
         let from = out.len();
         self.inner.wait(out)?;
         for done in &mut out[from..] {
-            let sub = self.ops.remove(&done.0).expect("a completion for a pushed tag");
+            let sub = self
+                .ops
+                .remove(&done.0)
+                .expect("a completion for a pushed tag");
             done.1 = self.rewrite(sub, done.1);
         }
         Ok(())

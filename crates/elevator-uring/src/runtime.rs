@@ -495,7 +495,9 @@ impl<B: Backend> Runtime<B> {
                     completed: d.completed,
                     disk_time: d.completed.since(d.dispatched.max(last_completion)),
                 };
-                call(self, &mut timers, &mut |io| workload.completed(&completion, io));
+                call(self, &mut timers, &mut |io| {
+                    workload.completed(&completion, io)
+                });
                 if d.last_part {
                     last_completion = d.completed;
                     call(self, &mut timers, &mut |io| workload.request_done(io));

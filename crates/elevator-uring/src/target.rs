@@ -39,12 +39,29 @@ pub struct Target {
 /// Why a target was refused.
 #[derive(Debug)]
 pub enum TargetError {
-    WriteNotAllowed { path: PathBuf },
-    Mounted { path: PathBuf, at: String },
-    InUse { path: PathBuf, why: String },
-    TooSmall { path: PathBuf, bytes: u64, needed: u64 },
-    NotFileOrDevice { path: PathBuf },
-    Io { path: PathBuf, error: io::Error },
+    WriteNotAllowed {
+        path: PathBuf,
+    },
+    Mounted {
+        path: PathBuf,
+        at: String,
+    },
+    InUse {
+        path: PathBuf,
+        why: String,
+    },
+    TooSmall {
+        path: PathBuf,
+        bytes: u64,
+        needed: u64,
+    },
+    NotFileOrDevice {
+        path: PathBuf,
+    },
+    Io {
+        path: PathBuf,
+        error: io::Error,
+    },
 }
 
 impl fmt::Display for TargetError {
@@ -56,10 +73,18 @@ impl fmt::Display for TargetError {
                 path.display()
             ),
             TargetError::Mounted { path, at } => {
-                write!(f, "{}: mounted at {at}; refusing to touch it", path.display())
+                write!(
+                    f,
+                    "{}: mounted at {at}; refusing to touch it",
+                    path.display()
+                )
             }
             TargetError::InUse { path, why } => {
-                write!(f, "{}: in use ({why}); refusing to touch it", path.display())
+                write!(
+                    f,
+                    "{}: in use ({why}); refusing to touch it",
+                    path.display()
+                )
             }
             TargetError::TooSmall {
                 path,
@@ -71,7 +96,11 @@ impl fmt::Display for TargetError {
                 path.display()
             ),
             TargetError::NotFileOrDevice { path } => {
-                write!(f, "{}: neither a regular file nor a block device", path.display())
+                write!(
+                    f,
+                    "{}: neither a regular file nor a block device",
+                    path.display()
+                )
             }
             TargetError::Io { path, error } => write!(f, "{}: {error}", path.display()),
         }

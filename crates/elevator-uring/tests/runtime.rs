@@ -120,7 +120,10 @@ fn mixed_requests(n: u32) -> Vec<Submit> {
 }
 
 /// Submit in bursts while polling, then drain; each id must return once.
-fn run_to_completion<B: Backend>(rt: &mut Runtime<B>, subs: &[Submit]) -> BTreeMap<RequestId, Done> {
+fn run_to_completion<B: Backend>(
+    rt: &mut Runtime<B>,
+    subs: &[Submit],
+) -> BTreeMap<RequestId, Done> {
     let mut returned: BTreeMap<RequestId, Done> = BTreeMap::new();
     let mut ids = Vec::new();
     let mut out = Vec::new();
@@ -131,13 +134,21 @@ fn run_to_completion<B: Backend>(rt: &mut Runtime<B>, subs: &[Submit]) -> BTreeM
         out.clear();
         rt.poll(None, &mut out).expect("poll");
         for d in &out {
-            assert!(returned.insert(d.id, *d).is_none(), "{:?} returned twice", d.id);
+            assert!(
+                returned.insert(d.id, *d).is_none(),
+                "{:?} returned twice",
+                d.id
+            );
         }
     }
     out.clear();
     rt.drain(&mut out).expect("drain");
     for d in &out {
-        assert!(returned.insert(d.id, *d).is_none(), "{:?} returned twice", d.id);
+        assert!(
+            returned.insert(d.id, *d).is_none(),
+            "{:?} returned twice",
+            d.id
+        );
     }
     assert_eq!(returned.len(), ids.len(), "every submitted request returns");
     for id in &ids {
@@ -281,7 +292,10 @@ fn dispatch_wait_sleeps_on_a_real_timer() {
     out.sort_by_key(|d| d.dispatched);
     for pair in out.windows(2) {
         let gap = pair[1].dispatched.since(pair[0].completed);
-        assert!(gap >= IDLE, "dispatched {gap} after the previous completion");
+        assert!(
+            gap >= IDLE,
+            "dispatched {gap} after the previous completion"
+        );
         // Woken by the timer, not by a poll loop or a much later event.
         assert!(gap < IDLE + Duration::from_millis(200), "woke {gap} late");
     }
@@ -312,7 +326,9 @@ fn unaligned_requests_are_refused() {
     let dir = tempdir();
     let target = temp_target(dir.path());
     let backend = Uring::new(target.file, 16).expect("io_uring");
-    let policy = elevator_sched::find("noop").unwrap().build_default(&limits());
+    let policy = elevator_sched::find("noop")
+        .unwrap()
+        .build_default(&limits());
     let mut rt = Runtime::new(backend, policy, 1);
     assert!(rt.submit(Submit::read(1, 100, 4096)).is_err());
     assert!(rt.submit(Submit::read(1, 0, 1000)).is_err());
@@ -377,8 +393,8 @@ fn a_mounted_device_is_refused() {
     // number as the target's. Works without root and without a real disk.
     let root_dev = std::fs::metadata("/").unwrap().dev();
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    let err = target::check_block_device(Path::new("/dev/fake"), root_dev, &mounts, "")
-        .unwrap_err();
+    let err =
+        target::check_block_device(Path::new("/dev/fake"), root_dev, &mounts, "").unwrap_err();
     match &err {
         TargetError::Mounted { at, .. } => {
             assert_eq!(std::fs::metadata(at).unwrap().dev(), root_dev, "{err}")

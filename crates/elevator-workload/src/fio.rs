@@ -16,8 +16,7 @@
 
 use crate::{DirectJob, Mix, Pattern};
 use elevator_core::{
-    Completion, Duration, GroupId, GroupTree, Instant, IoMax, IoPrio, Io, Op, Workload,
-    SECTOR_SIZE,
+    Completion, Duration, GroupId, GroupTree, Instant, Io, IoMax, IoPrio, Op, Workload, SECTOR_SIZE,
 };
 use elevator_core::{IoClass, MAX_WEIGHT};
 use elevator_metrics::fio::{FioDirection, FioJob};
@@ -421,7 +420,11 @@ fn job_spec(section: &Section, opts: &[&Opt]) -> Result<JobSpec, FioError> {
         (class, level) => Some((class.unwrap_or(2), level.unwrap_or(0))),
     };
     if spec.cgroup_weight.is_some() && spec.cgroup.is_none() {
-        let o = opts.iter().rev().find(|o| o.key == "cgroup_weight").unwrap();
+        let o = opts
+            .iter()
+            .rev()
+            .find(|o| o.key == "cgroup_weight")
+            .unwrap();
         return Err(o.error("needs cgroup= to name the group"));
     }
     if spec.time_based && spec.runtime.is_none() {
@@ -533,7 +536,10 @@ impl JobFile {
             .iter()
             .map(|j| {
                 let offset = j.offset.bytes(target_bytes);
-                offset + j.size.map_or(target_bytes.saturating_sub(offset), |s| s.bytes(target_bytes))
+                offset
+                    + j.size.map_or(target_bytes.saturating_sub(offset), |s| {
+                        s.bytes(target_bytes)
+                    })
             })
             .max()
             .unwrap_or(0)
@@ -558,9 +564,9 @@ impl JobFile {
         let mut task = 1u32;
         for (index, j) in self.jobs.iter().enumerate() {
             let offset = j.offset.bytes(target_bytes);
-            let size = j
-                .size
-                .map_or(target_bytes.saturating_sub(offset), |s| s.bytes(target_bytes));
+            let size = j.size.map_or(target_bytes.saturating_sub(offset), |s| {
+                s.bytes(target_bytes)
+            });
             if size < u64::from(j.bs) || offset + size > target_bytes {
                 return Err(FioError {
                     file: self.path.clone(),
@@ -777,7 +783,12 @@ mod tests {
     fn errors_name_file_line_and_option() {
         let d = tmp("err");
         let cases = [
-            ("[j]\nrw=read\nrate_iops=100\n", 3, "rate_iops", "not supported"),
+            (
+                "[j]\nrw=read\nrate_iops=100\n",
+                3,
+                "rate_iops",
+                "not supported",
+            ),
             ("[j]\nfrobnicate=1\n", 2, "frobnicate", "unknown"),
             ("[j]\nbs=4q\n", 2, "bs", "unit"),
             ("[j]\nrw=trim\n", 2, "rw", "not supported"),
