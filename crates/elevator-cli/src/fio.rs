@@ -87,7 +87,13 @@ pub fn run(options: &FioOptions, out: &mut Vec<u8>) -> Result<()> {
             o.scheduler
         );
         out.extend_from_slice(
-            render_json(&engine, &file.global, &o.jobs, std::slice::from_ref(&o.disk)).as_bytes(),
+            render_json(
+                &engine,
+                &file.global,
+                &o.jobs,
+                std::slice::from_ref(&o.disk),
+            )
+            .as_bytes(),
         );
         return Ok(());
     }

@@ -14,7 +14,7 @@ use io_uring::{opcode, types, IoUring};
 use rustc_hash::FxHashMap;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 /// One operation for the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +41,12 @@ pub trait Backend: std::fmt::Debug {
     fn wait(&mut self, out: &mut Vec<(u64, i32)>) -> io::Result<()>;
     /// Operations pushed and not yet handed back.
     fn in_flight(&self) -> usize;
+    /// Make `wait` also return whenever `fd` (an eventfd) is written: how
+    /// client threads wake an engine that sleeps in the kernel.
+    fn doorbell(&mut self, fd: RawFd) -> io::Result<()> {
+        let _ = fd;
+        Err(io::Error::other("this backend has no doorbell"))
+    }
 }
 
 /// Buffers are aligned for O_DIRECT: 4 KiB covers the logical block size of
@@ -49,6 +55,8 @@ pub const BUFFER_ALIGN: usize = 4096;
 
 /// Tags with this bit set are the runtime's own timers.
 const TIMER_TAG: u64 = 1 << 63;
+/// The doorbell's read.
+const DOORBELL_TAG: u64 = TIMER_TAG - 1;
 
 /// One aligned buffer, reused across requests of its size.
 #[derive(Debug)]
@@ -87,6 +95,8 @@ pub struct Uring {
     next_timer: u64,
     /// SQEs pushed since the last submit.
     unsubmitted: usize,
+    /// The eventfd clients ring, and the 8 bytes its pending read fills.
+    doorbell: Option<(RawFd, Box<[u8; 8]>)>,
 }
 
 impl std::fmt::Debug for Uring {
@@ -112,7 +122,21 @@ impl Uring {
             timers: FxHashMap::default(),
             next_timer: 0,
             unsubmitted: 0,
+            doorbell: None,
         })
+    }
+
+    /// Keep a read pending on the doorbell.
+    fn arm_doorbell(&mut self) -> io::Result<()> {
+        let Some((fd, buf)) = self.doorbell.as_mut() else {
+            return Ok(());
+        };
+        // Offset -1: read(2) semantics, as an eventfd has no position.
+        let entry = opcode::Read::new(types::Fd(*fd), buf.as_mut_ptr(), 8)
+            .offset(u64::MAX)
+            .build()
+            .user_data(DOORBELL_TAG);
+        self.push_entry(&entry)
     }
 
     fn push_entry(&mut self, entry: &io_uring::squeue::Entry) -> io::Result<()> {
@@ -121,7 +145,8 @@ impl Uring {
             self.unsubmitted = 0;
         }
         // SAFETY: every buffer or timespec `entry` points to is owned by
-        // `self.busy` or `self.timers` until its CQE has been reaped, so it
+        // `self.busy`, `self.timers` or `self.doorbell` until its CQE has
+        // been reaped (the doorbell's for as long as `self`), so it
         // stays valid (heap blocks do not move) for as long as the kernel
         // may use it; `Drop` reaps every operation in flight before the
         // buffers are freed.
@@ -193,8 +218,13 @@ impl Backend for Uring {
             }
         }
         self.unsubmitted = 0;
+        let mut rang = false;
         for cqe in self.ring.completion() {
             let tag = cqe.user_data();
+            if tag == DOORBELL_TAG {
+                rang = true;
+                continue;
+            }
             if tag & TIMER_TAG != 0 {
                 self.timers.remove(&tag);
                 continue;
@@ -204,18 +234,33 @@ impl Backend for Uring {
             }
             out.push((tag, cqe.result()));
         }
+        if rang {
+            self.arm_doorbell()?;
+        }
         Ok(())
     }
 
     fn in_flight(&self) -> usize {
         self.busy.len()
     }
+
+    fn doorbell(&mut self, fd: RawFd) -> io::Result<()> {
+        if self.doorbell.is_some() {
+            return Err(io::Error::other("a doorbell is already set"));
+        }
+        self.doorbell = Some((fd, Box::new([0; 8])));
+        self.arm_doorbell()
+    }
 }
 
 impl Drop for Uring {
     fn drop(&mut self) {
         // The kernel may still write into the buffers of operations in
-        // flight: wait for them before the buffers go.
+        // flight: wait for them before the buffers go. The doorbell's read
+        // stays pending until the ring is torn down: its 8 bytes are leaked.
+        if let Some((_, buf)) = self.doorbell.take() {
+            Box::leak(buf);
+        }
         let mut out = Vec::new();
         while !self.busy.is_empty() {
             if self.wait(&mut out).is_err() {
@@ -321,5 +366,9 @@ impl<B: Backend> Backend for Faulty<B> {
 
     fn in_flight(&self) -> usize {
         self.inner.in_flight()
+    }
+
+    fn doorbell(&mut self, fd: RawFd) -> io::Result<()> {
+        self.inner.doorbell(fd)
     }
 }

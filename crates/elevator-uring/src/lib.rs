@@ -19,9 +19,11 @@
 #[allow(unsafe_code)] // the SQE pushes; each block says why it is sound
 mod backend;
 mod runtime;
+mod service;
 pub mod target;
 
 pub use backend::{Backend, FaultPlan, Faulty, Submission, Uring, BUFFER_ALIGN};
 pub use runtime::{
     sqe_ioprio, Clock, Done, IoError, RunError, Runtime, RuntimeStats, Submit, SubmitError,
 };
+pub use service::{Client, Service, Ticket};

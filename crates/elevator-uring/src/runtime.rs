@@ -120,7 +120,12 @@ impl Done {
 /// A submission the runtime refuses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SubmitError {
-    Unaligned { offset: u64, len: u32 },
+    Unaligned {
+        offset: u64,
+        len: u32,
+    },
+    /// The service's engine thread has stopped.
+    EngineGone,
 }
 
 impl fmt::Display for SubmitError {
@@ -130,6 +135,7 @@ impl fmt::Display for SubmitError {
                 f,
                 "offset {offset} and length {len} must be non-zero multiples of 512 bytes"
             ),
+            SubmitError::EngineGone => write!(f, "the runtime's engine thread has stopped"),
         }
     }
 }
@@ -308,25 +314,30 @@ impl<B: Backend> Runtime<B> {
         Ok(None)
     }
 
-    /// Dispatch, then block until at least one request finishes, the
-    /// `deadline` passes, or there is nothing to wait for; append the
-    /// finished requests to `out`.
-    pub fn poll(&mut self, deadline: Option<Instant>, out: &mut Vec<Done>) -> io::Result<()> {
-        let from = out.len();
+    /// Dispatch, then sleep in the kernel until a request finishes, the
+    /// policy's wait or the `deadline` ends, or the doorbell rings; append
+    /// the finished requests to `out`. Returns at once when there is
+    /// nothing to wait for (then the answer is `false`). May return with
+    /// nothing finished (a timer or the doorbell): call again.
+    pub fn poll(&mut self, deadline: Option<Instant>, out: &mut Vec<Done>) -> io::Result<bool> {
         loop {
             let now = self.clock.now();
             let wait = self.dispatch(now)?;
             if deadline.is_some_and(|d| d <= now) {
-                return Ok(());
+                return Ok(false);
             }
             let wake = match (wait, deadline) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
             if self.in_flight.is_empty() && wake.is_none() {
-                return Ok(());
+                return Ok(false);
             }
             if let Some(at) = wake {
+                if at <= now {
+                    // The policy's wait is already over: ask it again.
+                    continue;
+                }
                 if self.timer.is_none_or(|t| at < t || t <= now) {
                     self.backend
                         .arm_timer(std::time::Duration::from_nanos(at.since(now).nanos()))?;
@@ -346,18 +357,19 @@ impl<B: Backend> Runtime<B> {
             }
             cqes.clear();
             self.cqes = cqes;
-            if out.len() > from {
-                return Ok(());
-            }
+            return Ok(true);
         }
+    }
+
+    /// Let client threads wake [`Runtime::poll`] by writing to `fd`.
+    pub fn doorbell(&mut self, fd: std::os::fd::RawFd) -> io::Result<()> {
+        self.backend.doorbell(fd)
     }
 
     /// Wait for every outstanding request; append them to `out`.
     pub fn drain(&mut self, out: &mut Vec<Done>) -> io::Result<()> {
         while self.outstanding() > 0 {
-            let before = out.len();
-            self.poll(None, out)?;
-            if out.len() == before && self.in_flight.is_empty() {
+            if !self.poll(None, out)? {
                 // The policy holds requests but neither dispatches nor waits:
                 // a policy bug, not something to spin on.
                 return Err(io::Error::other(format!(
@@ -477,7 +489,14 @@ impl<B: Backend> Runtime<B> {
                 break;
             }
             done.clear();
-            self.poll(deadline, &mut done).map_err(RunError::Engine)?;
+            let slept = self.poll(deadline, &mut done).map_err(RunError::Engine)?;
+            if !slept && done.is_empty() && deadline.is_none() && self.outstanding() > 0 {
+                return Err(RunError::Engine(io::Error::other(format!(
+                    "{} holds {} requests and dispatches none",
+                    self.policy.name(),
+                    self.outstanding()
+                ))));
+            }
             for d in &done {
                 let bytes = match d.result {
                     Err(e) => return Err(RunError::Device { done: *d, error: e }),

@@ -420,3 +420,45 @@ fn a_file_that_is_neither_regular_nor_a_block_device_is_refused() {
     .unwrap_err();
     assert!(matches!(err, TargetError::NotFileOrDevice { .. }), "{err}");
 }
+
+#[test]
+fn client_threads_get_each_answer_once_under_idling_policies() {
+    use elevator_uring::Service;
+    let dir = tempdir();
+    for name in ["noop", "cfq", "bfq", "anticipatory"] {
+        let target = temp_target(dir.path());
+        let backend = Uring::new(target.file, 64).expect("io_uring");
+        let policy = elevator_sched::find(name).unwrap().build_default(&limits());
+        let service = Service::start(Runtime::new(backend, policy, DEPTH)).expect("start");
+        let threads: Vec<_> = (0..4u32)
+            .map(|task| {
+                let client = service.client();
+                std::thread::spawn(move || {
+                    let mut ok = 0;
+                    for i in 0..100u64 {
+                        // Dependent reads, one at a time: what idling is for.
+                        let offset = (u64::from(task) * 512 + i) * 4096;
+                        let done = client
+                            .submit(Submit::read(task, offset, 4096))
+                            .wait()
+                            .unwrap();
+                        assert_eq!(done.task, TaskId(task));
+                        assert_eq!(done.offset, offset);
+                        assert_eq!(done.result, Ok(4096));
+                        ok += 1;
+                    }
+                    // Misaligned: refused, answered, nothing queued.
+                    assert!(client.submit(Submit::read(task, 1, 4096)).wait().is_err());
+                    client.task_exited(TaskId(task));
+                    ok
+                })
+            })
+            .collect();
+        let total: u32 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(total, 400);
+        let stats = service.shutdown().expect("clean shutdown");
+        assert_eq!(stats.submitted, 400, "{name}");
+        assert_eq!(stats.returned, 400, "{name}");
+        std::fs::remove_file(dir.path().join("target.bin")).unwrap();
+    }
+}
