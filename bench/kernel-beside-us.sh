@@ -71,7 +71,7 @@ echo "device $LOOP over tmpfs ($SIZE, direct-io $(cat /sys/block/$DEV/loop/dio))
 
 set_kernel_sched() { echo "$1" >"$SCHED_FILE"; }
 
-# A cgroup (v1 blkio or v2 io) with a BFQ weight; prints its directory.
+# A cgroup (v1 blkio or v2 io) with a BFQ weight, in $CG (no subshell, so that cleanup sees it).
 make_cgroup() {
     local name=$1 weight=$2 dir
     if [ -d /sys/fs/cgroup/blkio ]; then
@@ -85,7 +85,7 @@ make_cgroup() {
         echo "$weight" >"$dir/io.bfq.weight"
     fi
     CGROUPS+=("$dir")
-    echo "$dir"
+    CG=$dir
 }
 
 # Summary from fio-format JSON: IOPS and MiB/s summed over the jobs' reads, then p50, p99 and
@@ -120,8 +120,8 @@ done
 sed '/^cgroup/d' fio/weights-100-300.fio >"$WORK/weights-nocg.fio"
 set_kernel_sched bfq
 for w in 100 300; do
-    cg=$(make_cgroup "elevator-w$w" "$w")
-    sh -c "echo \$\$ >$cg/cgroup.procs; exec fio --filename=$LOOP --section=w$w \
+    make_cgroup "elevator-w$w" "$w"
+    sh -c "echo \$\$ >$CG/cgroup.procs; exec fio --filename=$LOOP --section=w$w \
         --output-format=json $WORK/weights-nocg.fio" >"$RESULTS/k-w$w.json" &
 done
 wait
