@@ -36,6 +36,8 @@ pub struct FioOptions {
     pub device: Option<String>,
     pub seed: u64,
     pub depth: Option<usize>,
+    /// Run the policy through the invariant checker (simulator only).
+    pub check: bool,
     pub json: bool,
 }
 
@@ -171,8 +173,11 @@ fn run_sim(
     if groups.len() > 1 {
         policy.set_groups(&groups);
     }
-    let mut engine =
-        elevator_sim::Engine::new(policy, device, elevator_sim::EngineConfig::default());
+    let config = elevator_sim::EngineConfig {
+        check: options.check,
+        ..elevator_sim::EngineConfig::default()
+    };
+    let mut engine = elevator_sim::Engine::new(policy, device, config);
     let summary = engine.run(&mut workload);
     if summary.timed_out {
         bail!("the simulation hit its time limit before the jobs finished");

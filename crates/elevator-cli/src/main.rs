@@ -62,6 +62,11 @@ enum Command {
         /// Device queue-depth limit (default: uring, what the jobs issue; sim, the device's).
         #[arg(long)]
         depth: Option<usize>,
+        /// Run every policy through the invariant checker (conservation, merges,
+        /// waits, starvation bound, the policy's own structure); a broken promise
+        /// stops the run with the seed and a command that replays it.
+        #[arg(long)]
+        check: bool,
     },
     /// The 2016 BFQ cover letter's table: start-up times of xterm, LibreOffice
     /// Writer and gnome-terminal against 10 sequential or random readers, and the
@@ -166,6 +171,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             target,
             allow_write,
             depth,
+            check,
         } => {
             if engine.is_some() || fio::is_job_file(&scenario) {
                 let options = fio::FioOptions {
@@ -178,6 +184,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                     device,
                     seed: seed.unwrap_or(1),
                     depth,
+                    check,
                     json: match format {
                         Format::Table => false,
                         Format::Json => true,
@@ -195,6 +202,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 device,
                 seed,
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                check,
             };
             let report = run_with_progress(&scenario, &options)?;
             let text = match format {

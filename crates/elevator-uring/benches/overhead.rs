@@ -91,7 +91,11 @@ fn overhead(c: &mut Criterion) {
         // With idling on, bfq would hold the null device idle for real
         // milliseconds and the figure would be its idle time; off, the
         // wall time is CPU time.
-        let overrides: &[(&str, i64)] = if name == "bfq" { &[("slice_idle", 0)] } else { &[] };
+        let overrides: &[(&str, i64)] = if name == "bfq" {
+            &[("slice_idle", 0)]
+        } else {
+            &[]
+        };
         let tunables = sched.tunables(overrides.iter().copied()).unwrap();
         let mut rt = Runtime::new(Null::default(), (sched.build)(&tunables, &limits()), DEPTH);
         group.bench_function(BenchmarkId::new("null", name), |b| {
