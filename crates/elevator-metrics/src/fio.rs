@@ -163,6 +163,8 @@ pub struct FioJob {
     pub write: FioDirection,
     /// Wall (or simulated) time the job existed, ms.
     pub elapsed_ms: u64,
+    /// Requests the device failed (left out of the figures above).
+    pub errors: u64,
 }
 
 /// `disk_util`: what the target saw.
@@ -190,7 +192,9 @@ pub fn render_json(
             json!({
                 "jobname": j.jobname,
                 "groupid": j.groupid,
-                "error": 0,
+                // fio puts the first error's errno here; ours are all EIO.
+                "error": if j.errors > 0 { 5 } else { 0 },
+                "elevator_errors": j.errors,
                 "eta": 0,
                 "elapsed": j.elapsed_ms.div_ceil(1000),
                 "job options": j.options,

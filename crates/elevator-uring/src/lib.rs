@@ -24,6 +24,6 @@ pub mod target;
 
 pub use backend::{Backend, FaultPlan, Faulty, Submission, Uring, BUFFER_ALIGN};
 pub use runtime::{
-    sqe_ioprio, Clock, Done, IoError, RunError, Runtime, RuntimeStats, Submit, SubmitError,
+    sqe_ioprio, Clock, Done, Errno, RunError, Runtime, RuntimeStats, Submit, SubmitError,
 };
 pub use service::{Client, Service, Ticket};

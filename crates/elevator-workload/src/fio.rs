@@ -704,7 +704,9 @@ impl Workload for FioRun {
     fn completed(&mut self, done: &Completion, io: &mut Io<'_>) {
         let start = self.start;
         if let Some(c) = self.clones.iter_mut().find(|c| c.task == done.task.0) {
-            if done.submitted >= start + c.measured_from {
+            if done.error.is_some() {
+                c.report.errors += 1;
+            } else if done.submitted >= start + c.measured_from {
                 let dir: &mut FioDirection = if done.op == Op::Read {
                     &mut c.report.read
                 } else {
