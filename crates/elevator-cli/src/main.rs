@@ -10,6 +10,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+mod fio;
+
 /// The scenario `elevator run` runs when given none.
 const DEFAULT_SCENARIO: &str = "ten-streaming-readers";
 
@@ -45,8 +47,21 @@ enum Command {
         /// bytes, restart_before_wakeup).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
+        /// Output format; `--output-format` as fio spells it (json: fio's JSON for job files).
+        #[arg(long, visible_alias = "output-format", value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// For fio job files (`*.fio`): the simulator, or the io_uring runtime on a real target.
+        #[arg(long, value_enum)]
+        engine: Option<fio::EngineKind>,
+        /// The file or block device `--engine uring` uses (default: the job's filename=).
+        #[arg(long)]
+        target: Option<std::path::PathBuf>,
+        /// Let `--engine uring` write to the target (never without it).
+        #[arg(long)]
+        allow_write: bool,
+        /// Device queue-depth limit (default: uring, what the jobs issue; sim, the device's).
+        #[arg(long)]
+        depth: Option<usize>,
         /// Run every policy through the invariant checker (conservation, merges,
         /// waits, starvation bound, the policy's own structure); a broken promise
         /// stops the run with the seed and a command that replays it.
@@ -91,6 +106,7 @@ enum Command {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Format {
+    #[value(alias = "normal")]
     Table,
     Json,
     Csv,
@@ -170,8 +186,35 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             seed,
             set,
             format,
+            engine,
+            target,
+            allow_write,
+            depth,
             check,
         } => {
+            if engine.is_some() || fio::is_job_file(&scenario) {
+                let options = fio::FioOptions {
+                    job: scenario.into(),
+                    engine: engine.unwrap_or(fio::EngineKind::Sim),
+                    target,
+                    allow_write,
+                    schedulers: sched.unwrap_or_else(|| vec!["noop".into()]),
+                    tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                    device,
+                    seed: seed.unwrap_or(1),
+                    depth,
+                    check,
+                    json: match format {
+                        Format::Table => false,
+                        Format::Json => true,
+                        Format::Csv => bail!("--format csv is not available for fio job files"),
+                    },
+                };
+                return fio::run(&options, out);
+            }
+            if target.is_some() || allow_write || depth.is_some() {
+                bail!("--target, --allow-write and --depth apply to fio job files (*.fio)");
+            }
             let scenario = load(&scenario)?;
             let options = RunOptions {
                 schedulers: sched,
