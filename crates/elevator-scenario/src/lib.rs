@@ -16,6 +16,8 @@ mod error;
 mod host;
 pub mod letter;
 mod parse;
+pub mod replay;
+pub mod validate;
 mod result;
 mod run;
 pub mod startup;

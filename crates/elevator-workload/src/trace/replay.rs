@@ -38,7 +38,7 @@
 use super::read::{TraceReader, TraceRecord};
 use crate::startup::TraceError;
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, RequestId, TaskId, SECTOR_SIZE};
-use elevator_metrics::JobStats;
+use elevator_metrics::{JobStats, LatencyStats};
 use elevator_sim::{BlockIo, Completion, Io, Workload};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -144,6 +144,7 @@ pub struct TraceReplay<R> {
     pieces: FxHashMap<RequestId, usize>,
     outstanding: u64,
     total: JobStats,
+    reads: LatencyStats,
     summary: ReplaySummary,
     done: bool,
 }
@@ -193,6 +194,7 @@ impl<R: BufRead> TraceReplay<R> {
             pieces: FxHashMap::default(),
             outstanding: 0,
             total: JobStats::new("total"),
+            reads: LatencyStats::new(),
             summary: ReplaySummary::default(),
             done: false,
         }
@@ -214,6 +216,11 @@ impl<R: BufRead> TraceReplay<R> {
 
     pub fn total(&self) -> &JobStats {
         &self.total
+    }
+
+    /// Latency of every read, all processes together.
+    pub fn read_latency(&self) -> &LatencyStats {
+        &self.reads
     }
 
     pub fn reader(&self) -> &TraceReader<R> {
@@ -477,6 +484,9 @@ impl<R: BufRead> Workload for TraceReplay<R> {
         proc_.stats.record(slot.read, slot.bytes, latency);
         proc_.stats.finished = Some(done.completed);
         self.total.record(slot.read, slot.bytes, latency);
+        if slot.read {
+            self.reads.record(latency);
+        }
         if let ReplayMode::Closed { .. } = self.mode {
             self.processes[p].state = State::Idle;
             if self.processes[p].queue.is_empty() {
