@@ -23,7 +23,8 @@
 
 use crate::ScenarioError;
 use elevator_core::{Duration, Instant, Request, RequestId};
-use elevator_workload::trace::{open_trace, TraceFormat};
+use elevator_workload::trace::{open_trace, TraceFormat, TraceReader};
+use std::io::BufRead;
 
 /// Bins of DiskSim's "Physical access time" distribution (statdefs:
 /// `Distribution size: 1750`).
@@ -136,30 +137,37 @@ fn rms(a: &[f64], b: &[f64]) -> f64 {
     (a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>() / a.len() as f64).sqrt()
 }
 
+fn trace_error(e: elevator_workload::TraceError) -> ScenarioError {
+    ScenarioError {
+        file: e.file,
+        line: (e.line > 0).then_some(e.line),
+        key: Some(e.field.to_string()),
+        message: e.message,
+    }
+}
+
 /// Replay DiskSim validation trace `trace` on `device`.
 pub fn validate(trace: &str, device: &str) -> Result<Validation, ScenarioError> {
+    let reader = open_trace(trace, Some(TraceFormat::DisksimValidate)).map_err(trace_error)?;
+    validate_reader(reader, device)
+}
+
+/// Replay what `reader` reads (a DiskSim validation trace) on `device`.
+pub fn validate_reader<R: BufRead>(
+    reader: TraceReader<R>,
+    device: &str,
+) -> Result<Validation, ScenarioError> {
     let cli = |m: String| ScenarioError::new("<command line>", None, None, m);
     let mut dev =
         elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
     let capacity = dev.limits().capacity;
-    let reader = open_trace(trace, Some(TraceFormat::DisksimValidate)).map_err(|e| {
-        ScenarioError {
-            file: e.file,
-            line: (e.line > 0).then_some(e.line),
-            key: Some(e.field.to_string()),
-            message: e.message,
-        }
-    })?;
+    let trace = reader.file().to_string();
+    let trace = trace.as_str();
     let mut now = Instant::ZERO;
     let (mut model, mut measured) = (Vec::new(), Vec::new());
     let mut prev: Option<(Duration, Duration)> = None;
     for (i, record) in reader.enumerate() {
-        let r = record.map_err(|e| ScenarioError {
-            file: e.file,
-            line: (e.line > 0).then_some(e.line),
-            key: Some(e.field.to_string()),
-            message: e.message,
-        })?;
+        let r = record.map_err(trace_error)?;
         if r.sector + u64::from(r.sectors) > capacity {
             return Err(ScenarioError::new(
                 trace,
