@@ -171,14 +171,52 @@ pub struct TraceReader<R> {
     summary: bool,
     finished: bool,
     records: u64,
+    /// The process of the previous record, and its index.
+    last_process: Option<(String, u32)>,
+    by_device: FxHashMap<u32, u32>,
+}
+
+/// Split `line` on whitespace into `out`; the count of fields (which may
+/// exceed `out`'s length: those beyond are not stored).
+fn split_fields<'a>(line: &'a str, out: &mut [&'a str]) -> usize {
+    let mut n = 0;
+    for f in line.split_ascii_whitespace() {
+        if let Some(slot) = out.get_mut(n) {
+            *slot = f;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// Who issued a request, as a line names it (turned into a name only
+/// the first time it is met).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Who<'a> {
+    /// `name-number`: blkparse's process and pid, MSR's host and disk.
+    Named(&'a str, u32),
+    /// `devN`: MQSim's and DiskSim's device numbers.
+    Device(u32),
+    /// The name as is: fio's file names, DiskSim validation's one disk.
+    Plain(&'a str),
+}
+
+impl Who<'_> {
+    fn name(self) -> String {
+        match self {
+            Who::Named(n, k) => format!("{n}-{k}"),
+            Who::Device(d) => format!("dev{d}"),
+            Who::Plain(n) => n.to_string(),
+        }
+    }
 }
 
 /// What one line held.
-enum Parsed {
+enum Parsed<'a> {
     Skip,
     Record {
         time_ns: u128,
-        process: String,
+        process: Who<'a>,
         op: Op,
         sync: bool,
         meta: bool,
@@ -206,6 +244,8 @@ impl<R: BufRead> TraceReader<R> {
             summary: false,
             finished: false,
             records: 0,
+            last_process: None,
+            by_device: FxHashMap::default(),
         }
     }
 
@@ -236,15 +276,15 @@ impl<R: BufRead> TraceReader<R> {
         }
     }
 
-    /// The next line (without its end), or `None` at the end of input.
-    fn next_line(&mut self) -> Result<Option<String>, TraceError> {
+    /// Read the next line into `buf`; false at the end of input.
+    fn next_line(&mut self) -> Result<bool, TraceError> {
         self.buf.clear();
         let n = (&mut self.input)
             .take(MAX_LINE_BYTES + 1)
             .read_until(b'\n', &mut self.buf)
             .map_err(|e| self.error("line", format!("reading: {e}")))?;
         if n == 0 {
-            return Ok(None);
+            return Ok(false);
         }
         self.line += 1;
         if self.buf.len() as u64 > MAX_LINE_BYTES {
@@ -253,23 +293,40 @@ impl<R: BufRead> TraceReader<R> {
                 format!("longer than {MAX_LINE_BYTES} bytes: not a text trace"),
             ));
         }
-        let text = std::str::from_utf8(&self.buf)
-            .map_err(|_| self.error("line", "not UTF-8 text".into()))?;
-        Ok(Some(text.trim_end_matches(['\n', '\r']).to_string()))
+        Ok(true)
+    }
+
+    /// The text of the line in `buf`.
+    fn text<'a>(&self, buf: &'a [u8]) -> Result<&'a str, TraceError> {
+        std::str::from_utf8(buf).map_err(|_| self.error("line", "not UTF-8 text".into()))
     }
 
     fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
         loop {
-            let Some(text) = self.next_line()? else {
+            if !self.next_line()? {
                 if self.format == TraceFormat::FioIolog && self.iolog_version == 0 {
                     return Err(self.error("header", "no `fio version N iolog` header".into()));
                 }
                 return Ok(None);
-            };
-            let trimmed = text.trim();
+            }
+            // Parse from the buffer taken out, so that parsing may update
+            // the reader; it goes back for the next line.
+            let buf = std::mem::take(&mut self.buf);
+            let record = self.record_of(&buf);
+            self.buf = buf;
+            if let Some(r) = record? {
+                return Ok(Some(r));
+            }
+        }
+    }
+
+    /// The record on line `buf`, if it holds one.
+    fn record_of(&mut self, buf: &[u8]) -> Result<Option<TraceRecord>, TraceError> {
+        {
+            let trimmed = self.text(buf)?.trim();
             if trimmed.is_empty() || (trimmed.starts_with('#') && self.format != TraceFormat::Msr)
             {
-                continue;
+                return Ok(None);
             }
             let parsed = match self.format {
                 TraceFormat::Blkparse => self.parse_blkparse(trimmed),
@@ -290,7 +347,7 @@ impl<R: BufRead> TraceReader<R> {
                 service,
             } = parsed
             else {
-                continue;
+                return Ok(None);
             };
             if sectors == 0 || sectors > MAX_REQUEST_SECTORS {
                 return Err(self.error(
@@ -318,15 +375,7 @@ impl<R: BufRead> TraceReader<R> {
                 ));
             }
             self.last_time = time_ns;
-            let process = match self.by_name.get(&process) {
-                Some(&p) => p,
-                None => {
-                    let p = self.processes.len() as u32;
-                    self.by_name.insert(process.clone(), p);
-                    self.processes.push(process);
-                    p
-                }
-            };
+            let process = self.process_index(process);
             self.records += 1;
             return Ok(Some(TraceRecord {
                 line: self.line,
@@ -340,6 +389,43 @@ impl<R: BufRead> TraceReader<R> {
                 service,
             }));
         }
+    }
+
+    /// The index of process `who`, registering it when new.
+    fn process_index(&mut self, who: Who<'_>) -> u32 {
+        if let Who::Device(d) = who {
+            if let Some(&p) = self.by_device.get(&d) {
+                return p;
+            }
+        }
+        let same = |name: &str| match who {
+            Who::Named(n, k) => name
+                .strip_prefix(n)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|num| num.parse() == Ok(k)),
+            Who::Plain(n) => name == n,
+            Who::Device(_) => false,
+        };
+        if let Some((name, p)) = &self.last_process {
+            if same(name) {
+                return *p;
+            }
+        }
+        let name = who.name();
+        let p = match self.by_name.get(&name) {
+            Some(&p) => p,
+            None => {
+                let p = self.processes.len() as u32;
+                self.by_name.insert(name.clone(), p);
+                self.processes.push(name.clone());
+                p
+            }
+        };
+        if let Who::Device(d) = who {
+            self.by_device.insert(d, p);
+        }
+        self.last_process = Some((name, p));
+        p
     }
 
     fn number<T: std::str::FromStr>(
@@ -365,20 +451,20 @@ impl<R: BufRead> TraceReader<R> {
         &self,
         line: &'a str,
         names: &[&'static str],
-    ) -> Result<Vec<&'a str>, TraceError> {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        if cols.len() < names.len() {
+    ) -> Result<[&'a str; 8], TraceError> {
+        let mut cols = [""; 8];
+        let n = split_fields(line, &mut cols);
+        if n < names.len() {
             return Err(self.error(
-                names[cols.len()],
+                names[n],
                 format!("missing (a line has {} fields)", names.len()),
             ));
         }
-        if cols.len() > names.len() {
+        if n > names.len() {
             return Err(self.error(
                 "line",
                 format!(
-                    "{} fields, expected {}: {}",
-                    cols.len(),
+                    "{n} fields, expected {}: {}",
                     names.len(),
                     names.join(" ")
                 ),
@@ -387,20 +473,21 @@ impl<R: BufRead> TraceReader<R> {
         Ok(cols)
     }
 
-    fn parse_blkparse(&mut self, line: &str) -> Result<Parsed, TraceError> {
+    fn parse_blkparse<'a>(&mut self, line: &'a str) -> Result<Parsed<'a>, TraceError> {
         if self.summary {
             return Ok(Parsed::Skip);
         }
-        let cols: Vec<&str> = line.split_whitespace().collect();
+        let mut cols = [""; 11];
+        let count = split_fields(line, &mut cols);
         if cols[0].starts_with("CPU") || cols[0] == "Total" {
             // blkparse's per-CPU and total summary follows the events.
             self.summary = true;
             return Ok(Parsed::Skip);
         }
         const NAMES: [&str; 7] = ["device", "cpu", "sequence", "time", "pid", "action", "rwbs"];
-        if cols.len() < NAMES.len() {
+        if count < NAMES.len() {
             return Err(self.error(
-                NAMES[cols.len()],
+                NAMES[count],
                 format!(
                     "missing (an event line starts with {})",
                     NAMES.join(" ")
@@ -455,10 +542,10 @@ impl<R: BufRead> TraceReader<R> {
                 format!("{rwbs:?}: a queued request is a read (R) or a write (W)"),
             ));
         }
-        if cols.len() < 11 {
+        if count < 11 {
             let names = ["sector", "+", "sectors", "process"];
             return Err(self.error(
-                names[cols.len().saturating_sub(7).min(3)],
+                names[count.saturating_sub(7).min(3)],
                 "missing (a Q line ends `sector + sectors [process]`)".into(),
             ));
         }
@@ -467,13 +554,15 @@ impl<R: BufRead> TraceReader<R> {
             return Err(self.error("+", format!("{:?}: want `+`", cols[8])));
         }
         let sectors: u64 = self.number(cols[9], "sectors", "a number of sectors")?;
-        let name = cols[10..].join(" ");
+        // The name is the rest of the line (it may hold spaces).
+        let start = cols[10].as_ptr() as usize - line.as_ptr() as usize;
+        let name = line[start..].trim_end();
         let Some(name) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) else {
             return Err(self.error("process", format!("{name:?}: want [name]")));
         };
         Ok(Parsed::Record {
             time_ns,
-            process: format!("{name}-{pid}"),
+            process: Who::Named(name, pid),
             op: if read { Op::Read } else { Op::Write },
             sync: read || sync,
             meta,
@@ -483,7 +572,7 @@ impl<R: BufRead> TraceReader<R> {
         })
     }
 
-    fn parse_iolog(&mut self, line: &str) -> Result<Parsed, TraceError> {
+    fn parse_iolog<'a>(&mut self, line: &'a str) -> Result<Parsed<'a>, TraceError> {
         if self.iolog_version == 0 {
             self.iolog_version = match line {
                 "fio version 2 iolog" => 2,
@@ -550,7 +639,7 @@ impl<R: BufRead> TraceReader<R> {
                 let read = op == "read";
                 Ok(Parsed::Record {
                     time_ns,
-                    process: file.to_string(),
+                    process: Who::Plain(file),
                     op: if read { Op::Read } else { Op::Write },
                     // fio's replay issues every I/O itself and waits for it.
                     sync: true,
@@ -567,7 +656,7 @@ impl<R: BufRead> TraceReader<R> {
         }
     }
 
-    fn parse_msr(&mut self, line: &str) -> Result<Parsed, TraceError> {
+    fn parse_msr<'a>(&mut self, line: &'a str) -> Result<Parsed<'a>, TraceError> {
         const NAMES: [&str; 7] = [
             "Timestamp",
             "Hostname",
@@ -612,7 +701,7 @@ impl<R: BufRead> TraceReader<R> {
         let response: u64 = self.number(cols[6], "ResponseTime", "a count of 100 ns ticks")?;
         Ok(Parsed::Record {
             time_ns: u128::from(ticks) * 100,
-            process: format!("{}-{disk}", cols[1]),
+            process: Who::Named(cols[1], disk),
             op: if read { Op::Read } else { Op::Write },
             sync: read,
             meta: false,
@@ -622,7 +711,7 @@ impl<R: BufRead> TraceReader<R> {
         })
     }
 
-    fn parse_mqsim(&mut self, line: &str) -> Result<Parsed, TraceError> {
+    fn parse_mqsim<'a>(&mut self, line: &'a str) -> Result<Parsed<'a>, TraceError> {
         let cols = self.columns(line, &["time", "device", "sector", "size", "type"])?;
         let time_ns: u64 = self.number(cols[0], "time", "an arrival time in ns")?;
         let device: u32 = self.number(cols[1], "device", "a device number")?;
@@ -635,7 +724,7 @@ impl<R: BufRead> TraceReader<R> {
         };
         Ok(Parsed::Record {
             time_ns: u128::from(time_ns),
-            process: format!("dev{device}"),
+            process: Who::Device(device),
             op: if read { Op::Read } else { Op::Write },
             sync: read,
             meta: false,
@@ -645,7 +734,7 @@ impl<R: BufRead> TraceReader<R> {
         })
     }
 
-    fn parse_disksim_ascii(&mut self, line: &str) -> Result<Parsed, TraceError> {
+    fn parse_disksim_ascii<'a>(&mut self, line: &'a str) -> Result<Parsed<'a>, TraceError> {
         let cols = self.columns(line, &["time", "device", "blkno", "bcount", "flags"])?;
         let time_ns = self.decimal(cols[0], 1_000_000, "time")?;
         let device: u32 = self.number(cols[1], "device", "a device number")?;
@@ -655,7 +744,7 @@ impl<R: BufRead> TraceReader<R> {
         let read = flags & 1 == 1;
         Ok(Parsed::Record {
             time_ns,
-            process: format!("dev{device}"),
+            process: Who::Device(device),
             op: if read { Op::Read } else { Op::Write },
             sync: read,
             meta: false,
@@ -665,7 +754,7 @@ impl<R: BufRead> TraceReader<R> {
         })
     }
 
-    fn parse_disksim_validate(&mut self, line: &str) -> Result<Parsed, TraceError> {
+    fn parse_disksim_validate<'a>(&mut self, line: &'a str) -> Result<Parsed<'a>, TraceError> {
         let cols = self.columns(line, &["rw", "cache", "blkno", "bcount", "service", "next"])?;
         let read = match cols[0] {
             "R" => true,
@@ -686,7 +775,7 @@ impl<R: BufRead> TraceReader<R> {
         self.clock += service + next;
         Ok(Parsed::Record {
             time_ns,
-            process: "disk".into(),
+            process: Who::Plain("disk"),
             op: if read { Op::Read } else { Op::Write },
             sync: true,
             meta: false,
@@ -764,9 +853,10 @@ pub fn open_trace(
         None => {
             let mut probe = TraceReader::new(path, open()?, TraceFormat::Mqsim);
             let mut first = None;
-            while let Some(line) = probe.next_line()? {
-                if !line.trim().is_empty() && !line.trim().starts_with('#') {
-                    first = Some(line);
+            while probe.next_line()? {
+                let line = probe.text(&probe.buf)?.trim();
+                if !line.is_empty() && !line.starts_with('#') {
+                    first = Some(line.to_string());
                     break;
                 }
             }
