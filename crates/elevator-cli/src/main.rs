@@ -108,8 +108,26 @@ enum Command {
         #[arg(long)]
         device: String,
     },
+    /// Device profiles: import one from DiskSim.
+    Device {
+        #[command(subcommand)]
+        action: DeviceCommand,
+    },
     /// List policies, device profiles and built-in scenarios, one per line.
     List,
+}
+
+#[derive(Subcommand, Debug)]
+enum DeviceCommand {
+    /// Write an HDD profile TOML from a DiskSim drive (FILE.parv and the
+    /// .diskspecs, .model and .seek files it names); parameters the model
+    /// does not support are listed on stderr.
+    ImportDisksim {
+        parv: String,
+        /// Write the profile here instead of standard output.
+        #[arg(long, short)]
+        output: Option<String>,
+    },
 }
 
 /// How a trace is read and paced.
@@ -291,6 +309,23 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             out.extend_from_slice(whatif_table(&config, &ranked, metric).as_bytes());
             if report {
                 out.extend_from_slice(chart(&ranked, metric).as_bytes());
+            }
+            Ok(())
+        }
+        Command::Device {
+            action: DeviceCommand::ImportDisksim { parv, output },
+        } => {
+            let imported = elevator_device::disksim::import_disksim(std::path::Path::new(&parv))?;
+            // The profile must load: check it before handing it out.
+            elevator_device::parse(&parv, &imported.profile)
+                .map_err(|e| anyhow!("the imported profile does not load: {e}"))?;
+            for w in &imported.warnings {
+                eprintln!("warning: {w}");
+            }
+            match output {
+                Some(path) => std::fs::write(&path, &imported.profile)
+                    .with_context(|| format!("writing {path}"))?,
+                None => out.extend_from_slice(imported.profile.as_bytes()),
             }
             Ok(())
         }

@@ -158,8 +158,16 @@ pub fn validate_reader<R: BufRead>(
     device: &str,
 ) -> Result<Validation, ScenarioError> {
     let cli = |m: String| ScenarioError::new("<command line>", None, None, m);
-    let mut dev =
-        elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
+    let dev = elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
+    validate_on(reader, dev, device)
+}
+
+/// Replay what `reader` reads on the device model `dev` (named `device`).
+pub fn validate_on<R: BufRead>(
+    reader: TraceReader<R>,
+    mut dev: Box<dyn elevator_device::Device>,
+    device: &str,
+) -> Result<Validation, ScenarioError> {
     let capacity = dev.limits().capacity;
     let trace = reader.file().to_string();
     let trace = trace.as_str();
