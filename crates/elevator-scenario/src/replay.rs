@@ -330,7 +330,7 @@ pub fn whatif_table(config: &ReplayConfig, ranked: &[Ranked], metric: Metric) ->
     let o = &first.outcome;
     let _ = writeln!(
         out,
-        "{} ({}, {} requests, {} processes, {:.1} s recorded) on {}, {}, ranked by {}",
+        "{}\n{}: {} requests, {} processes, {:.1} s recorded\non {}, {}, ranked by {}",
         config.trace,
         o.format,
         o.summary.records,
@@ -382,7 +382,7 @@ pub fn replay_table(config: &ReplayConfig, o: &ReplayOutcome) -> String {
     let s = &o.summary;
     let _ = writeln!(
         out,
-        "{} ({}): {} requests, {} processes, {:.3} s recorded; {} on {}, {}",
+        "{}\n{}: {} requests, {} processes, {:.3} s recorded\n{} on {}, {}",
         config.trace,
         o.format,
         s.records,
