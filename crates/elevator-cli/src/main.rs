@@ -169,7 +169,10 @@ impl TraceArgs {
                 )
             })?),
         };
-        for (flag, v) in [("--time-scale", self.time_scale), ("--think-scale", self.think_scale)] {
+        for (flag, v) in [
+            ("--time-scale", self.time_scale),
+            ("--think-scale", self.think_scale),
+        ] {
             if !(v.is_finite() && v >= 0.0) {
                 bail!("{flag} {v}: want a finite number >= 0");
             }
@@ -394,7 +397,11 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
 fn grid_variants(policies: &[String], grid: &[String]) -> Result<Vec<Variant>> {
     let mut axes: Vec<(String, String, Vec<i64>)> = Vec::new();
     for g in grid {
-        let bad = || anyhow!("--grid {g:?}: expected POLICY.TUNABLE=V1,V2,..., e.g. deadline.fifo_batch=1,16");
+        let bad = || {
+            anyhow!(
+                "--grid {g:?}: expected POLICY.TUNABLE=V1,V2,..., e.g. deadline.fifo_batch=1,16"
+            )
+        };
         let (key, values) = g.split_once('=').ok_or_else(bad)?;
         let (policy, tunable) = key.split_once('.').ok_or_else(bad)?;
         let t = elevator_sched::find(policy.trim())
@@ -411,7 +418,8 @@ fn grid_variants(policies: &[String], grid: &[String]) -> Result<Vec<Variant>> {
     }
     let mut variants = Vec::new();
     for p in policies {
-        let t = elevator_sched::find(p).ok_or_else(|| anyhow!("--sched: unknown scheduler {p:?}"))?;
+        let t =
+            elevator_sched::find(p).ok_or_else(|| anyhow!("--sched: unknown scheduler {p:?}"))?;
         variants.push(Variant::new(t.name));
         let mine: Vec<&(String, String, Vec<i64>)> =
             axes.iter().filter(|(q, _, _)| q == t.name).collect();
@@ -445,7 +453,10 @@ fn grid_variants(policies: &[String], grid: &[String]) -> Result<Vec<Variant>> {
 }
 
 /// The ranking as horizontal bars (60 columns for the longest).
-fn chart(ranked: &[elevator_scenario::replay::Ranked], metric: elevator_scenario::replay::Metric) -> String {
+fn chart(
+    ranked: &[elevator_scenario::replay::Ranked],
+    metric: elevator_scenario::replay::Metric,
+) -> String {
     let mut out = format!("\n{} by policy:\n", metric.name());
     let max = ranked
         .iter()
@@ -453,7 +464,11 @@ fn chart(ranked: &[elevator_scenario::replay::Ranked], metric: elevator_scenario
         .fold(0.0_f64, f64::max);
     for r in ranked {
         let v = r.value(metric);
-        let bars = if max > 0.0 { (v / max * 60.0).round() as usize } else { 0 };
+        let bars = if max > 0.0 {
+            (v / max * 60.0).round() as usize
+        } else {
+            0
+        };
         let mut label = r.outcome.variant.label();
         label.truncate(20);
         out.push_str(&format!("{label:<20} {:<60} {v:.3}\n", "#".repeat(bars)));

@@ -199,10 +199,20 @@ fn elevator_sched_names() -> Vec<String> {
 
 #[test]
 fn replay_prints_processes_total_and_zero_drift() {
-    let (code, out, err) = elevator(&["replay", shared(MQSIM), "--device", "nvme", "--sched", "bfq"]);
+    let (code, out, err) = elevator(&[
+        "replay",
+        shared(MQSIM),
+        "--device",
+        "nvme",
+        "--sched",
+        "bfq",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("dev0") && out.contains("total"), "{out}");
-    assert!(out.contains("drift (submission after schedule): max 0.000 µs"), "{out}");
+    assert!(
+        out.contains("drift (submission after schedule): max 0.000 µs"),
+        "{out}"
+    );
     let (code, out, err) = elevator(&["replay", MQSIM, "--device", "nvme", "--closed"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("closed loop"), "{out}");
@@ -224,7 +234,14 @@ fn bad_traces_and_flags_exit_2_naming_file_line_and_field() {
     let (code, _, err) = elevator(&["replay", MQSIM, "--device", "nvme", "--format", "csv"]);
     assert_eq!(code, 2);
     assert!(err.contains("--format"), "{err}");
-    let (code, _, err) = elevator(&["whatif", MQSIM, "--device", "nvme", "--grid", "deadline.nope=1"]);
+    let (code, _, err) = elevator(&[
+        "whatif",
+        MQSIM,
+        "--device",
+        "nvme",
+        "--grid",
+        "deadline.nope=1",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("nope"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -246,8 +263,16 @@ fn validate_and_import_disksim_work_together() {
         out_path,
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("warning:") && err.contains("is not modelled"), "{err}");
-    let (code, out, err) = elevator(&["validate", &format!("{dir}/ibm18es.trace"), "--device", out_path]);
+    assert!(
+        err.contains("warning:") && err.contains("is not modelled"),
+        "{err}"
+    );
+    let (code, out, err) = elevator(&[
+        "validate",
+        &format!("{dir}/ibm18es.trace"),
+        "--device",
+        out_path,
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("demerit (DiskSim's rms"), "{out}");
     std::fs::remove_file(out_path).unwrap();

@@ -132,12 +132,16 @@ impl Spec {
     fn number(&mut self, i: usize) -> Result<f64, ImportError> {
         self.used[i] = true;
         let a = &self.items[i];
-        a.value.parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| ImportError {
-            file: a.file.clone(),
-            line: a.line,
-            key: a.key.clone(),
-            message: format!("{:?} is not a number", a.value),
-        })
+        a.value
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| ImportError {
+                file: a.file.clone(),
+                line: a.line,
+                key: a.key.clone(),
+                message: format!("{:?} is not a number", a.value),
+            })
     }
 
     /// The first `key`'s number, and where it was.
@@ -145,7 +149,10 @@ impl Spec {
         let i = self.find(key).ok_or_else(|| self.missing(file, key))?;
         let v = self.number(i)?;
         let a = &self.items[i];
-        Ok((v, format!("{}:{} \"{} = {}\"", a.file, a.line, a.key, a.value)))
+        Ok((
+            v,
+            format!("{}:{} \"{} = {}\"", a.file, a.line, a.key, a.value),
+        ))
     }
 
     fn get_or(&mut self, key: &str, default: f64) -> Result<(f64, String), ImportError> {
@@ -153,7 +160,10 @@ impl Spec {
             Some(i) => {
                 let v = self.number(i)?;
                 let a = &self.items[i];
-                Ok((v, format!("{}:{} \"{} = {}\"", a.file, a.line, a.key, a.value)))
+                Ok((
+                    v,
+                    format!("{}:{} \"{} = {}\"", a.file, a.line, a.key, a.value),
+                ))
             }
             None => Ok((default, format!("\"{key}\" not given: DiskSim's {default}"))),
         }
@@ -196,7 +206,9 @@ fn is_zero(v: &str) -> bool {
 
 /// Import the drive that `parv` instantiates.
 pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
-    let dir = parv.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let dir = parv
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let parv_name = parv.display().to_string();
     let (parv_items, sources) = assignments(&parv_name, &read(parv)?);
     // The largest block transfer time of the parv's buses and controller.
@@ -208,17 +220,23 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
         ) {
             if let Ok(v) = a.value.parse::<f64>() {
                 if v > bus_ms.0 {
-                    bus_ms = (v, format!("{}:{} \"{} = {}\"", a.file, a.line, a.key, a.value));
+                    bus_ms = (
+                        v,
+                        format!("{}:{} \"{} = {}\"", a.file, a.line, a.key, a.value),
+                    );
                 }
             }
         }
     }
-    let spec_path = sources.first().map(|s| dir.join(s)).ok_or_else(|| ImportError {
-        file: parv_name.clone(),
-        line: 0,
-        key: "source".into(),
-        message: "no `source X.diskspecs` line: which drive?".into(),
-    })?;
+    let spec_path = sources
+        .first()
+        .map(|s| dir.join(s))
+        .ok_or_else(|| ImportError {
+            file: parv_name.clone(),
+            line: 0,
+            key: "source".into(),
+            message: "no `source X.diskspecs` line: which drive?".into(),
+        })?;
     let spec_name = spec_path.display().to_string();
     let (disk_items, _) = assignments(&spec_name, &read(&spec_path)?);
     let model_file = disk_items
@@ -291,7 +309,11 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
             message: "neither the disk nor a bus gives a transfer time per sector".into(),
         });
     }
-    let _ = writeln!(t, "[interface]\n# {qd_src}.\nqueue_depth = {}", qd.max(1.0) as u32);
+    let _ = writeln!(
+        t,
+        "[interface]\n# {qd_src}.\nqueue_depth = {}",
+        qd.max(1.0) as u32
+    );
     let _ = writeln!(
         t,
         "# Not a DiskSim parameter: the block layer's 128 KiB default.\nmax_sectors = 256"
@@ -351,7 +373,10 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
         points.len()
     );
     for chunk in points.chunks(6) {
-        let row: Vec<String> = chunk.iter().map(|(d, ms)| format!("[{d}, {ms:.3}]")).collect();
+        let row: Vec<String> = chunk
+            .iter()
+            .map(|(d, ms)| format!("[{d}, {ms:.3}]"))
+            .collect();
         let _ = writeln!(t, "  {},", row.join(", "));
     }
     let _ = writeln!(t, "]");
@@ -403,7 +428,12 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
                 message: format!("zone {z} ends before it starts"),
             });
         }
-        rows.push([(last - first + 1.0) as u32, spt as u32, ts as u32, cs as u32]);
+        rows.push([
+            (last - first + 1.0) as u32,
+            spt as u32,
+            ts as u32,
+            cs as u32,
+        ]);
         for i in start..end {
             let a = &model.items[i];
             if !model.used[i] && !is_zero(&a.value) {
@@ -463,8 +493,16 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
     let (segments, seg_src) = disk.get(&spec_name, "Number of buffer segments")?;
     let (seg_size, size_src) = disk.get(&spec_name, "Segment size (in blks)")?;
     let (write_segs, ws_src) = disk.get_or("Maximum number of write segments", 1.0)?;
-    let _ = writeln!(t, "[cache]\n# {seg_src}.\nsegments = {}", segments.max(1.0) as u32);
-    let _ = writeln!(t, "# {size_src}.\nsegment_sectors = {}", seg_size.max(1.0) as u32);
+    let _ = writeln!(
+        t,
+        "[cache]\n# {seg_src}.\nsegments = {}",
+        segments.max(1.0) as u32
+    );
+    let _ = writeln!(
+        t,
+        "# {size_src}.\nsegment_sectors = {}",
+        seg_size.max(1.0) as u32
+    );
     let _ = writeln!(
         t,
         "# {fw_src}: {}.\nwrite_cache = {write_cache}",

@@ -53,8 +53,11 @@ fn bench(c: &mut Criterion) {
     let disksim = ibm18es_million();
     group.bench_function("validate/ibm18es-1M", |b| {
         b.iter(|| {
-            let reader =
-                TraceReader::new("ibm18es x100", disksim.as_bytes(), TraceFormat::DisksimValidate);
+            let reader = TraceReader::new(
+                "ibm18es x100",
+                disksim.as_bytes(),
+                TraceFormat::DisksimValidate,
+            );
             let v = validate_reader(reader, "ibm18es").expect("valid trace");
             assert_eq!(v.requests as u64, REQUESTS);
         })
@@ -71,8 +74,7 @@ fn bench(c: &mut Criterion) {
             let mut engine = Engine::new(sched, dev, EngineConfig::linux_26());
             let reader = TraceReader::new("mqsim 1M", mqsim.as_bytes(), TraceFormat::Mqsim);
             let mode = ReplayMode::Open { time_scale: 1.0 };
-            let mut replay =
-                TraceReplay::new(reader, mode, limits.capacity, limits.max_sectors, 1);
+            let mut replay = TraceReplay::new(reader, mode, limits.capacity, limits.max_sectors, 1);
             engine.run(&mut replay);
             assert!(replay.finished());
             assert_eq!(replay.total().ios, REQUESTS);

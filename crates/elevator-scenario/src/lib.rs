@@ -17,11 +17,11 @@ mod host;
 pub mod letter;
 mod parse;
 pub mod replay;
-pub mod validate;
 mod result;
 mod run;
 pub mod startup;
 mod units;
+pub mod validate;
 
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;

@@ -241,8 +241,10 @@ pub fn whatif(
         check_variant(v)?;
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<ReplayOutcome, ScenarioError>>>> =
-        variants.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let results: Vec<std::sync::Mutex<Option<Result<ReplayOutcome, ScenarioError>>>> = variants
+        .iter()
+        .map(|_| std::sync::Mutex::new(None))
+        .collect();
     std::thread::scope(|scope| {
         for _ in 0..threads.clamp(1, variants.len().max(1)) {
             scope.spawn(|| loop {
@@ -258,7 +260,11 @@ pub fn whatif(
     });
     let outcomes: Vec<ReplayOutcome> = results
         .into_iter()
-        .map(|m| m.into_inner().expect("no panics").expect("every variant ran"))
+        .map(|m| {
+            m.into_inner()
+                .expect("no panics")
+                .expect("every variant ran")
+        })
         .collect::<Result<_, _>>()?;
     Ok(rank(outcomes, metric))
 }
@@ -266,7 +272,11 @@ pub fn whatif(
 /// Slowdowns, fairness and the ranking of finished replays.
 pub fn rank(outcomes: Vec<ReplayOutcome>, metric: Metric) -> Vec<Ranked> {
     // Each process's best mean latency under any variant.
-    let n = outcomes.iter().map(|o| o.processes.len()).max().unwrap_or(0);
+    let n = outcomes
+        .iter()
+        .map(|o| o.processes.len())
+        .max()
+        .unwrap_or(0);
     let mut best = vec![f64::INFINITY; n];
     for o in &outcomes {
         for (i, p) in o.processes.iter().enumerate() {
@@ -457,6 +467,9 @@ pub fn replay_table(config: &ReplayConfig, o: &ReplayOutcome) -> String {
             ms(s.measured_service.as_millis_f64() / s.measured as f64),
             s.measured
         );
+    }
+    if s.errors > 0 {
+        let _ = writeln!(out, "{} request pieces failed on the device", s.errors);
     }
     if s.wrapped > 0 || s.split > 0 {
         let _ = writeln!(

@@ -191,7 +191,7 @@ pub fn validate_on<R: BufRead>(
         }
         // The recorded gap from the previous completion to this arrival.
         if let Some((prev_time, prev_service)) = prev {
-            now = now + r.time.saturating_sub(prev_time + prev_service);
+            now += r.time.saturating_sub(prev_time + prev_service);
         }
         let service = r.service.unwrap_or(Duration::ZERO);
         prev = Some((r.time, service));
@@ -209,7 +209,12 @@ pub fn validate_on<R: BufRead>(
         now = done;
     }
     if model.is_empty() {
-        return Err(ScenarioError::new(trace, None, None, "no requests in the trace"));
+        return Err(ScenarioError::new(
+            trace,
+            None,
+            None,
+            "no requests in the trace",
+        ));
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     Ok(Validation {

@@ -19,7 +19,11 @@ const DIR: &str = concat!(
 
 fn check(name: &str, disksim_ms: f64, ceiling_ms: f64) {
     let parv = PathBuf::from(DIR).join(format!("{name}.parv"));
-    assert!(parv.exists(), "{} is missing: the shared traces are needed", parv.display());
+    assert!(
+        parv.exists(),
+        "{} is missing: the shared traces are needed",
+        parv.display()
+    );
     let imported = import_disksim(&parv).unwrap();
     let dev = elevator_device::parse(name, &imported.profile).unwrap();
     let trace = format!("{DIR}/{name}.trace");
@@ -36,7 +40,11 @@ fn check(name: &str, disksim_ms: f64, ceiling_ms: f64) {
         v.per_request_rms_ms
     );
     assert!(v.requests > 9000);
-    assert!(v.demerit_ms <= ceiling_ms, "{name}: demerit {} ms", v.demerit_ms);
+    assert!(
+        v.demerit_ms <= ceiling_ms,
+        "{name}: demerit {} ms",
+        v.demerit_ms
+    );
 }
 
 #[test]

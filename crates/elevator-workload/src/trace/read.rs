@@ -324,8 +324,7 @@ impl<R: BufRead> TraceReader<R> {
     fn record_of(&mut self, buf: &[u8]) -> Result<Option<TraceRecord>, TraceError> {
         {
             let trimmed = self.text(buf)?.trim();
-            if trimmed.is_empty() || (trimmed.starts_with('#') && self.format != TraceFormat::Msr)
-            {
+            if trimmed.is_empty() || (trimmed.starts_with('#') && self.format != TraceFormat::Msr) {
                 return Ok(None);
             }
             let parsed = match self.format {
@@ -355,9 +354,8 @@ impl<R: BufRead> TraceReader<R> {
                     format!("{sectors} sectors: a request is 1..={MAX_REQUEST_SECTORS}"),
                 ));
             }
-            if sector
-                .checked_add(sectors)
-                .map_or(true, |end| end > u64::MAX / SECTOR_SIZE) {
+            let end = sector.checked_add(sectors);
+            if end.filter(|&e| e <= u64::MAX / SECTOR_SIZE).is_none() {
                 return Err(self.error("sector", format!("{sector} is past any device")));
             }
             let origin = *self.origin.get_or_insert(time_ns);
@@ -377,7 +375,7 @@ impl<R: BufRead> TraceReader<R> {
             self.last_time = time_ns;
             let process = self.process_index(process);
             self.records += 1;
-            return Ok(Some(TraceRecord {
+            Ok(Some(TraceRecord {
                 line: self.line,
                 time: Duration((time_ns - origin) as u64),
                 process,
@@ -387,7 +385,7 @@ impl<R: BufRead> TraceReader<R> {
                 sector,
                 sectors: sectors as u32,
                 service,
-            }));
+            }))
         }
     }
 
@@ -439,12 +437,8 @@ impl<R: BufRead> TraceReader<R> {
     }
 
     fn decimal(&self, s: &str, unit_ns: u128, field: &'static str) -> Result<u128, TraceError> {
-        parse_decimal_ns(s, unit_ns).ok_or_else(|| {
-            self.error(
-                field,
-                format!("{s:?} is not a non-negative decimal number"),
-            )
-        })
+        parse_decimal_ns(s, unit_ns)
+            .ok_or_else(|| self.error(field, format!("{s:?} is not a non-negative decimal number")))
     }
 
     fn columns<'a>(
@@ -463,11 +457,7 @@ impl<R: BufRead> TraceReader<R> {
         if n > names.len() {
             return Err(self.error(
                 "line",
-                format!(
-                    "{n} fields, expected {}: {}",
-                    names.len(),
-                    names.join(" ")
-                ),
+                format!("{n} fields, expected {}: {}", names.len(), names.join(" ")),
             ));
         }
         Ok(cols)
@@ -488,10 +478,7 @@ impl<R: BufRead> TraceReader<R> {
         if count < NAMES.len() {
             return Err(self.error(
                 NAMES[count],
-                format!(
-                    "missing (an event line starts with {})",
-                    NAMES.join(" ")
-                ),
+                format!("missing (an event line starts with {})", NAMES.join(" ")),
             ));
         }
         let bad_dev = || self.error("device", format!("{:?}: want major,minor", cols[0]));
@@ -505,8 +492,22 @@ impl<R: BufRead> TraceReader<R> {
         let action = cols[5];
         if !matches!(
             action,
-            "Q" | "G" | "I" | "D" | "C" | "M" | "F" | "S" | "P" | "U" | "UT" | "X" | "A" | "R"
-                | "T" | "B" | "m"
+            "Q" | "G"
+                | "I"
+                | "D"
+                | "C"
+                | "M"
+                | "F"
+                | "S"
+                | "P"
+                | "U"
+                | "UT"
+                | "X"
+                | "A"
+                | "R"
+                | "T"
+                | "B"
+                | "m"
         ) {
             return Err(self.error(
                 "action",
@@ -601,7 +602,10 @@ impl<R: BufRead> TraceReader<R> {
         };
         if cols.len() < 2 {
             let field = ["file", "action"][cols.len()];
-            return Err(self.error(field, "missing (a line is `file action [offset length]`)".into()));
+            return Err(self.error(
+                field,
+                "missing (a line is `file action [offset length]`)".into(),
+            ));
         }
         let file = cols[0];
         match cols[1] {
@@ -651,7 +655,9 @@ impl<R: BufRead> TraceReader<R> {
             }
             other => Err(self.error(
                 "action",
-                format!("{other:?}: want read, write, wait, add, open, close, sync, datasync or trim"),
+                format!(
+                    "{other:?}: want read, write, wait, add, open, close, sync, datasync or trim"
+                ),
             )),
         }
     }

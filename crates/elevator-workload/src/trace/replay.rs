@@ -88,6 +88,9 @@ pub struct ReplaySummary {
     /// Sum of measured service times, and how many records had one.
     pub measured_service: Duration,
     pub measured: u64,
+    /// Request pieces the device failed (a faulty device); each still
+    /// counts as completed.
+    pub errors: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -467,6 +470,9 @@ impl<R: BufRead> Workload for TraceReplay<R> {
             .pieces
             .remove(&done.id)
             .expect("completion of a request this replay issued");
+        if done.error.is_some() {
+            self.summary.errors += 1;
+        }
         let slot = &mut self.slots[index];
         slot.pieces -= 1;
         let p = slot.process as usize;
