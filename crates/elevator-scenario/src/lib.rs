@@ -20,6 +20,7 @@ pub mod replay;
 mod result;
 mod run;
 pub mod startup;
+pub mod swarm;
 mod units;
 pub mod validate;
 

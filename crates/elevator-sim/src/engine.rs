@@ -250,6 +250,8 @@ impl Engine {
     pub fn run(&mut self, workload: &mut dyn Workload) -> RunSummary {
         let mut events = 0u64;
         let mut timed_out = false;
+        // Nothing more could happen: everything submitted must be done.
+        let mut exhausted = false;
         self.call(workload, |w, io| w.start(io));
         self.dispatch();
         while !workload.finished() {
@@ -261,7 +263,10 @@ impl Engine {
             .into_iter()
             .flatten()
             .min();
-            let Some(next) = next else { break };
+            let Some(next) = next else {
+                exhausted = true;
+                break;
+            };
             if next > self.config.time_limit {
                 self.now = self.config.time_limit;
                 timed_out = true;
@@ -297,7 +302,7 @@ impl Engine {
             }
             self.dispatch();
         }
-        let check = self.sched.enabled().then(|| self.finish_check());
+        let check = self.sched.enabled().then(|| self.finish_check(exhausted));
         RunSummary {
             end: self.now,
             timed_out,
@@ -310,9 +315,10 @@ impl Engine {
     }
 
     /// The checker's end-of-run checks: starvation always; nothing lost
-    /// when the run drained (a run may end with background work queued).
-    fn finish_check(&mut self) -> CheckReport {
-        let drained = self.parts.is_empty();
+    /// when the run drained or nothing more could happen (a run that ends
+    /// when its measured jobs finish may leave background work queued).
+    fn finish_check(&mut self, exhausted: bool) -> CheckReport {
+        let drained = exhausted || self.parts.is_empty();
         let result = self.sched.finish(Duration::ZERO, self.now, drained);
         match result {
             Ok(report) => report,
