@@ -95,6 +95,14 @@ pub const MAX_BUDGET: i64 = 0;
 pub const LOW_LATENCY: i64 = 1;
 /// Idle only where it pays (`strict_guarantees = 0`).
 pub const STRICT_GUARANTEES: i64 = 0;
+/// Tag-depth limits for async I/O and sync writes (`bfq_limit_depth`,
+/// Linux 4.16, "block, bfq: limit tags for writes and async I/O"); on in
+/// every kernel since. 0 gives the 4.12–4.15 behaviour.
+pub const LIMIT_DEPTH: i64 = 1;
+/// I/O injection while idling (`bfq_choose_bfqq_for_injection`, Linux
+/// 4.20/5.2, "block, bfq: inject other-queue I/O into seeky idle queues on
+/// NCQ flash" and its 5.2 rework); 0 gives the 4.12–4.19 behaviour.
+pub const INJECTION: i64 = 1;
 
 pub const TYPE: SchedulerType = SchedulerType {
     name: "bfq",
@@ -162,6 +170,18 @@ pub const TYPE: SchedulerType = SchedulerType {
             unit: "bool",
             about: "always idle and keep one request in the device, for exact guarantees",
         },
+        Tunable {
+            name: "limit_depth",
+            default: LIMIT_DEPTH,
+            unit: "bool",
+            about: "cap async I/O and sync writes in flight (bfq_limit_depth, 4.16+)",
+        },
+        Tunable {
+            name: "injection",
+            default: INJECTION,
+            unit: "bool",
+            about: "serve other queues' I/O while idling for the in-service one (5.2+)",
+        },
     ],
     build: |t, limits| Box::new(Bfq::from_tunables(t, limits)),
 };
@@ -228,6 +248,22 @@ const WR_MIN_IDLE_SLICE: Duration = Duration::from_millis(20);
 const SOFTRT_EXTRA: Duration = Duration::from_millis(4);
 /// Small requests during idling wait for merges (`blk_rq_sectors(rq) < 32`).
 const SMALL_REQ: u32 = 32;
+/// blk-mq's scheduler tags, `nr_requests = 2 * min(queue_depth,
+/// BLKDEV_DEFAULT_RQ)` (block/blk-mq-sched.c): what `bfq_limit_depth`
+/// takes its shares of.
+const BLKDEV_DEFAULT_RQ: u32 = 128;
+/// Shares of the tags (`bfq_update_depths`), as (numerator, shift): with
+/// no queue raised, async I/O gets 1/2 and sync writes 3/4; with a raised
+/// queue busy, 3/16 and 6/16, leaving the rest for sync reads.
+const DEPTH_ASYNC: [(u32, u32); 2] = [(1, 1), (3, 4)];
+const DEPTH_SYNC_WRITE: [(u32, u32); 2] = [(3, 2), (6, 4)];
+/// On flash, a request this large is injected only into an empty device
+/// (`BFQQ_SECT_THR_NONROT`).
+const SECT_THR_NONROT: u32 = 24;
+/// Requests in the device beyond which nothing is injected. The kernel
+/// learns `inject_limit` per queue from measured service times
+/// (`bfq_update_inject_limit`), starting at 1; we keep the start value.
+const INJECT_LIMIT: u32 = 1;
 /// strict_guarantees raises slice_idle to at least 8 ms.
 const STRICT_MIN_SLICE_IDLE: Duration = Duration::from_millis(8);
 
@@ -398,6 +434,13 @@ pub struct Bfq {
     user_max_budget: u64,
     low_latency: bool,
     strict_guarantees: bool,
+    limit_depth: bool,
+    injection: bool,
+    /// blk-mq's `nr_requests` for this device.
+    nr_requests: u32,
+    /// Async requests, and sync writes, in the device.
+    async_in_driver: u32,
+    sync_writes_in_driver: u32,
     // Device.
     rotational: bool,
     rule: MergeRule,
@@ -463,6 +506,11 @@ impl Bfq {
             user_max_budget,
             low_latency: t.get("low_latency") != 0,
             strict_guarantees,
+            limit_depth: t.get("limit_depth") != 0,
+            injection: t.get("injection") != 0,
+            nr_requests: 2 * limits.queue_depth.clamp(1, BLKDEV_DEFAULT_RQ),
+            async_in_driver: 0,
+            sync_writes_in_driver: 0,
             rotational: limits.rotational,
             rule: MergeRule {
                 max_sectors: limits.max_sectors,
@@ -2017,6 +2065,11 @@ impl Bfq {
             }
         }
         self.rq_in_driver += 1;
+        if !rq.sync {
+            self.async_in_driver += 1;
+        } else if !rq.is_read() {
+            self.sync_writes_in_driver += 1;
+        }
         self.in_flight.insert(rq.id, q);
         rq
     }
@@ -2048,6 +2101,59 @@ impl Bfq {
         self.max_rq_in_driver = 0;
         self.hw_tag_samples = 0;
         self.nonrot_with_queueing = !self.rotational && tag;
+    }
+
+    /// Whether `bfq_limit_depth` lets a request like `rq` into the device:
+    /// sync reads always; async I/O and sync writes while fewer than their
+    /// share of the tags are in the device. The kernel limits tag
+    /// allocation; the engine's request slots stand for the tags here, so
+    /// the share caps what the device holds, which is where it bites.
+    fn depth_allows(&self, sync: bool, is_read: bool) -> bool {
+        if !self.limit_depth || (sync && is_read) {
+            return true;
+        }
+        let raised = usize::from(self.wr_busy > 0);
+        let ((num, shift), in_driver) = if sync {
+            (DEPTH_SYNC_WRITE[raised], self.sync_writes_in_driver)
+        } else {
+            (DEPTH_ASYNC[raised], self.async_in_driver)
+        };
+        in_driver < ((self.nr_requests * num) >> shift).max(1)
+    }
+
+    fn next_rq_allowed(&self, q: QueueIdx) -> bool {
+        let qu = self.q(q);
+        let id = qu.next_rq.expect("a next request");
+        let r = qu.sorted.get(id).expect("queued");
+        self.depth_allows(r.sync, r.is_read())
+    }
+
+    /// While idling for the in-service queue `s`: a queue whose next request
+    /// may go to the device meanwhile (`bfq_choose_bfqq_for_injection`), if
+    /// `s` allows injection (`bfq_select_queue`'s condition) and fewer than
+    /// the inject limit are in the device.
+    fn choose_for_injection(&self, s: QueueIdx) -> Option<QueueIdx> {
+        let su = self.q(s);
+        if !self.injection
+            || self.idling_boosts_throughput(s)
+            || !(su.wr_coeff == 1 || self.wr_busy > 1 || !su.short_ttime)
+            || self.rq_in_driver >= INJECT_LIMIT
+        {
+            return None;
+        }
+        let always = su.wr_coeff == 1 || !su.short_ttime;
+        self.queues.iter().enumerate().find_map(|(i, qu)| {
+            let qu = qu.as_ref()?;
+            let q = i as QueueIdx;
+            let id = qu.next_rq?;
+            if q == s || !qu.busy || !(always || qu.wr_coeff > 1) {
+                return None;
+            }
+            let r = qu.sorted.get(id)?;
+            let fits = self.charge(q, r.sectors) as i64 <= qu.budget_left(&self.wf);
+            let large = !self.rotational && r.sectors >= SECT_THR_NONROT && self.rq_in_driver >= 1;
+            (fits && !large && self.depth_allows(r.sync, r.is_read())).then_some(q)
+        })
     }
 
     fn wait_for_completion(&self, now: Instant) -> Dispatch {
@@ -2109,12 +2215,22 @@ impl Scheduler for Bfq {
             return self.wait_for_completion(now);
         }
         match self.select_queue(now) {
+            // Over its tag share: a completion of its kind comes first.
+            Some(q) if !self.next_rq_allowed(q) => Dispatch::Empty,
             Some(q) => Dispatch::Request(self.dispatch_from(q, now)),
             None => match self.in_service {
-                Some(q) if self.q(q).wait_request => Dispatch::Wait {
-                    until: self.idle_until,
-                },
-                Some(_) => self.wait_for_completion(now),
+                Some(s) => {
+                    if let Some(q) = self.choose_for_injection(s) {
+                        return Dispatch::Request(self.dispatch_from(q, now));
+                    }
+                    if self.q(s).wait_request {
+                        Dispatch::Wait {
+                            until: self.idle_until,
+                        }
+                    } else {
+                        self.wait_for_completion(now)
+                    }
+                }
                 None => Dispatch::Empty,
             },
         }
@@ -2128,6 +2244,11 @@ impl Scheduler for Bfq {
         };
         self.update_hw_tag();
         self.rq_in_driver -= 1;
+        if !request.sync {
+            self.async_in_driver -= 1;
+        } else if !request.is_read() {
+            self.sync_writes_in_driver -= 1;
+        }
         let qu = self.qm(q);
         qu.dispatched -= 1;
         if qu.dispatched == 0 && !qu.busy {
