@@ -65,7 +65,7 @@ use elevator_core::{
     Sector, TaskId, IOPRIO_LEVELS,
 };
 use peak::{rq_seeky, PeakRate, MIN_TT, RATE_SHIFT};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 use wf2q::{Class, EntityId, Place, SchedId, Wf2q, ROOT};
 
@@ -441,6 +441,10 @@ pub struct Bfq {
     /// Async requests, and sync writes, in the device.
     async_in_driver: u32,
     sync_writes_in_driver: u32,
+    /// Queued async requests and sync writes that arrived while a raised
+    /// queue was busy: the kernel allocated their tags under the shallow
+    /// (raised) depth, and here they keep it until dispatched.
+    shallow: FxHashSet<RequestId>,
     // Device.
     rotational: bool,
     rule: MergeRule,
@@ -511,6 +515,7 @@ impl Bfq {
             nr_requests: 2 * limits.queue_depth.clamp(1, BLKDEV_DEFAULT_RQ),
             async_in_driver: 0,
             sync_writes_in_driver: 0,
+            shallow: FxHashSet::default(),
             rotational: limits.rotational,
             rule: MergeRule {
                 max_sectors: limits.max_sectors,
@@ -2065,6 +2070,11 @@ impl Bfq {
             }
         }
         self.rq_in_driver += 1;
+        if !self.shallow.is_empty() {
+            for id in rq.ids() {
+                self.shallow.remove(&id);
+            }
+        }
         if !rq.sync {
             self.async_in_driver += 1;
         } else if !rq.is_read() {
@@ -2103,16 +2113,18 @@ impl Bfq {
         self.nonrot_with_queueing = !self.rotational && tag;
     }
 
-    /// Whether `bfq_limit_depth` lets a request like `rq` into the device:
-    /// sync reads always; async I/O and sync writes while fewer than their
-    /// share of the tags are in the device. The kernel limits tag
-    /// allocation; the engine's request slots stand for the tags here, so
-    /// the share caps what the device holds, which is where it bites.
-    fn depth_allows(&self, sync: bool, is_read: bool) -> bool {
+    /// Whether `bfq_limit_depth` lets request `id` into the device: sync
+    /// reads always; async I/O and sync writes while fewer than their share
+    /// of the tags are in the device. The kernel limits tag allocation, at
+    /// arrival, with the share in force then; the engine's request slots
+    /// stand for the tags here, so the share caps what the device holds
+    /// (where it bites), and a request that arrived while a raised queue
+    /// was busy keeps the raised share (`shallow`).
+    fn depth_allows(&self, id: RequestId, sync: bool, is_read: bool) -> bool {
         if !self.limit_depth || (sync && is_read) {
             return true;
         }
-        let raised = usize::from(self.wr_busy > 0);
+        let raised = usize::from(self.wr_busy > 0 || self.shallow.contains(&id));
         let ((num, shift), in_driver) = if sync {
             (DEPTH_SYNC_WRITE[raised], self.sync_writes_in_driver)
         } else {
@@ -2125,7 +2137,7 @@ impl Bfq {
         let qu = self.q(q);
         let id = qu.next_rq.expect("a next request");
         let r = qu.sorted.get(id).expect("queued");
-        self.depth_allows(r.sync, r.is_read())
+        self.depth_allows(id, r.sync, r.is_read())
     }
 
     /// While idling for the in-service queue `s`: a queue whose next request
@@ -2152,7 +2164,7 @@ impl Bfq {
             let r = qu.sorted.get(id)?;
             let fits = self.charge(q, r.sectors) as i64 <= qu.budget_left(&self.wf);
             let large = !self.rotational && r.sectors >= SECT_THR_NONROT && self.rq_in_driver >= 1;
-            (fits && !large && self.depth_allows(r.sync, r.is_read())).then_some(q)
+            (fits && !large && self.depth_allows(id, r.sync, r.is_read())).then_some(q)
         })
     }
 
@@ -2175,6 +2187,9 @@ impl Scheduler for Bfq {
 
     fn insert(&mut self, request: Request, now: Instant) {
         self.now = now;
+        if self.limit_depth && self.wr_busy > 0 && !(request.sync && request.is_read()) {
+            self.shallow.insert(request.id);
+        }
         let task = request.task;
         let mut q = self.queue_for(&request, now);
         if request.sync {
