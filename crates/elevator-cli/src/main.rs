@@ -47,6 +47,11 @@ enum Command {
         set: Vec<String>,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// Run every policy through the invariant checker (conservation, merges,
+        /// waits, starvation bound, the policy's own structure); a broken promise
+        /// stops the run with the seed and a command that replays it.
+        #[arg(long)]
+        check: bool,
     },
     /// The 2016 BFQ cover letter's table: start-up times of xterm, LibreOffice
     /// Writer and gnome-terminal against 10 sequential or random readers, and the
@@ -68,6 +73,20 @@ enum Command {
     },
     /// List policies, device profiles and built-in scenarios, one per line.
     List,
+    /// Swarm testing: run random scenarios (policy and tunables, device, direct
+    /// jobs, host processes, groups, faults) under the invariant checker and
+    /// print each failure's seed and scenario file.
+    Swarm {
+        /// The first run's seed; run i uses seed + i.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// How many runs.
+        #[arg(long, default_value_t = 100)]
+        runs: u64,
+        /// Where to write the scenario file of each failing run.
+        #[arg(long, default_value = ".")]
+        out: std::path::PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -110,6 +129,11 @@ fn main() -> ExitCode {
 fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
     match cli.command {
         Command::List => list(out),
+        Command::Swarm {
+            seed,
+            runs,
+            out: dir,
+        } => swarm(seed, runs, &dir, out),
         Command::Letter {
             device,
             sched,
@@ -146,6 +170,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             seed,
             set,
             format,
+            check,
         } => {
             let scenario = load(&scenario)?;
             let options = RunOptions {
@@ -153,6 +178,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 device,
                 seed,
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                check,
             };
             let report = run_with_progress(&scenario, &options)?;
             let text = match format {
@@ -164,6 +190,54 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `elevator swarm`: one line per failing run, a summary at the end.
+fn swarm(seed: u64, runs: u64, dir: &std::path::Path, out: &mut Vec<u8>) -> Result<()> {
+    // The checker's panics are reported here, one line each.
+    std::panic::set_hook(Box::new(|_| {}));
+    let (mut requests, mut errors, mut failures) = (0u64, 0u64, 0u64);
+    let mut per_policy: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for i in 0..runs {
+        let outcome = elevator_scenario::swarm::run_one(seed.wrapping_add(i));
+        let g = &outcome.generated;
+        requests += outcome.requests;
+        errors += outcome.errors;
+        let entry = per_policy.entry(g.policy.clone()).or_default();
+        entry.0 += 1;
+        entry.1 += outcome.requests;
+        if let Some(failure) = &outcome.failure {
+            failures += 1;
+            let path = dir.join(format!("swarm-{}.toml", g.seed));
+            std::fs::write(&path, &g.text)
+                .with_context(|| format!("writing {}", path.display()))?;
+            let first = failure.lines().next().unwrap_or("");
+            writeln!(
+                out,
+                "FAIL seed {} ({} on {}): {first}\n  scenario: {}\n  replay: elevator run {} --check",
+                g.seed,
+                g.policy,
+                g.device,
+                path.display(),
+                path.display()
+            )?;
+        }
+    }
+    let _ = std::panic::take_hook();
+    writeln!(out, "{:<14} {:>6} {:>12}", "policy", "runs", "requests")?;
+    for (policy, (n, r)) in &per_policy {
+        writeln!(out, "{policy:<14} {n:>6} {r:>12}")?;
+    }
+    writeln!(
+        out,
+        "swarm seeds {seed}..{}: {runs} runs, {requests} requests checked, {errors} failed by \
+         injected faults, {failures} runs failed",
+        seed.wrapping_add(runs)
+    )?;
+    if failures > 0 {
+        bail!("{failures} of {runs} swarm runs failed");
+    }
+    Ok(())
 }
 
 /// A built-in scenario, or a file.

@@ -19,11 +19,12 @@ mod parse;
 mod result;
 mod run;
 pub mod startup;
+pub mod swarm;
 mod units;
 
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
 pub use host::{FileKind, FileSetSpec, HostSpec, ProcKind, ProcessSpec};
 pub use parse::{JobTemplate, Scenario, Sweep};
-pub use run::{apply_block, run, run_one, RunOptions};
+pub use run::{apply_block, run, run_one, run_policy, RunOptions};
 pub use units::{parse_duration, parse_size};
