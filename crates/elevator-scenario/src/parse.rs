@@ -653,7 +653,11 @@ fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError
         let limit = iops(&g.limit, "group.limit")?;
         if let (Some(r), Some(l), Some(at)) = (reservation, limit, &g.limit) {
             if l < r {
-                return Err(cx.at(at, "group.limit", format!("{l} is below the reservation {r}")));
+                return Err(cx.at(
+                    at,
+                    "group.limit",
+                    format!("{l} is below the reservation {r}"),
+                ));
             }
         }
         tree.set_mclock(id, reservation, limit);

@@ -40,7 +40,10 @@ fn rt_over_idle_under_mq_deadline_and_bfq_but_not_none_or_kyber() {
         let report = run_builtin("modern-ionice-rt-vs-idle", Some(device));
         for r in &report.runs {
             let ratio = job(r, "rt").mb_s / job(r, "idle").mb_s;
-            println!("{device} {:<12} RT/IDLE bandwidth {ratio:>8.1}x", r.scheduler);
+            println!(
+                "{device} {:<12} RT/IDLE bandwidth {ratio:>8.1}x",
+                r.scheduler
+            );
             match r.scheduler.as_str() {
                 "mq-deadline" | "bfq" => {
                     assert!(ratio > 100.0, "{device} {}: {ratio}", r.scheduler)

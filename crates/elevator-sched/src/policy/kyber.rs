@@ -340,6 +340,25 @@ impl Scheduler for Kyber {
     fn queued(&self) -> usize {
         self.domains.iter().map(|d| d.queue.len()).sum()
     }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        for (i, d) in self.domains.iter().enumerate() {
+            if !(1..=MAX_DEPTH[i]).contains(&d.depth) {
+                return Err(format!("domain {i} depth {} out of range", d.depth));
+            }
+            if let Some(r) = d.queue.iter().find(|r| domain_of(r) != i) {
+                return Err(format!("{r} queued in domain {i}"));
+            }
+        }
+        let tokens: u32 = self.domains.iter().map(|d| d.in_flight).sum();
+        if tokens as usize != self.in_flight.len() {
+            return Err(format!(
+                "{tokens} tokens held for {} requests in flight",
+                self.in_flight.len()
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -377,7 +396,10 @@ mod tests {
         let mut s = Kyber::new(&nvme());
         for i in 0..40u64 {
             s.insert(Request::read(i, 1, i * 100, 8), Instant::ZERO);
-            s.insert(Request::write(100 + i, 2, 100_000 + i * 100, 8), Instant::ZERO);
+            s.insert(
+                Request::write(100 + i, 2, 100_000 + i * 100, 8),
+                Instant::ZERO,
+            );
         }
         let kinds: String = (0..48)
             .map(|_| match s.dispatch(Instant::ZERO) {

@@ -156,7 +156,8 @@ impl Client {
 /// `max(t, prev + cost / rate)`, in nanoseconds; `rate` per second.
 fn tag(now: Instant, prev: u64, cost: u64, rate: u32) -> u64 {
     let step = u128::from(cost) * u128::from(NS_PER_S) / u128::from(COST_UNIT) / u128::from(rate);
-    now.0.max(prev.saturating_add(step.min(u128::from(u64::MAX)) as u64))
+    now.0
+        .max(prev.saturating_add(step.min(u128::from(u64::MAX)) as u64))
 }
 
 /// The mClock policy.
@@ -380,7 +381,11 @@ impl Scheduler for MClock {
         // 3. Wait for the next reservation or limit tag.
         let next_r = self.by_reservation.first().map(|&(r, _)| r);
         let next_l = self.waiting.first().map(|&(l, _)| l);
-        let until = next_r.into_iter().chain(next_l).min().expect("a busy client");
+        let until = next_r
+            .into_iter()
+            .chain(next_l)
+            .min()
+            .expect("a busy client");
         Dispatch::Wait {
             until: Instant(until),
         }
@@ -390,6 +395,39 @@ impl Scheduler for MClock {
 
     fn queued(&self) -> usize {
         self.queued
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        let total: usize = self.clients.iter().map(|c| c.queue.len()).sum();
+        if total != self.queued {
+            return Err(format!(
+                "{total} requests in clients, queued() {}",
+                self.queued
+            ));
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            let Some(head) = c.queue.front() else {
+                continue;
+            };
+            let ready = self.ready.contains(&(c.proportion(head), i));
+            let waiting = self.waiting.contains(&(head.limit, i));
+            if ready == waiting {
+                return Err(format!("client {i} ready {ready} and waiting {waiting}"));
+            }
+            let r = c.reservation(head);
+            if (r != NEVER) != self.by_reservation.contains(&(r, i)) {
+                return Err(format!("client {i}'s reservation tag is not listed right"));
+            }
+        }
+        let busy = self.clients.iter().filter(|c| !c.queue.is_empty()).count();
+        if self.ready.len() + self.waiting.len() != busy {
+            return Err(format!(
+                "{} ready and {} waiting for {busy} busy clients",
+                self.ready.len(),
+                self.waiting.len()
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -344,6 +344,21 @@ impl Scheduler for MqDeadline {
         self.levels.iter().map(Level::queued).sum()
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        for (level, l) in self.levels.iter().enumerate() {
+            for (dir, d) in l.dirs.iter().enumerate() {
+                if let Some(r) = d
+                    .sorted
+                    .iter()
+                    .find(|r| level_of(r) != level || dir_of(r) != dir)
+                {
+                    return Err(format!("{r} queued at level {level}, direction {dir}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
         let expire = self.expire[READ].max(self.expire[WRITE]);
         let batches = (max_queued as u64 + 1) * (u64::from(self.writes_starved) + 1) + 1;
@@ -398,14 +413,20 @@ mod tests {
                 None => panic!("nothing dispatched"),
             }
             now += Duration::from_millis(10);
-            assert!(now < Instant::ZERO + Duration::from_secs(20), "IDLE starved");
+            assert!(
+                now < Instant::ZERO + Duration::from_secs(20),
+                "IDLE starved"
+            );
         };
         let waited = served_at.since(Instant::ZERO);
         assert!(
             waited >= Duration::from_millis(PRIO_AGING_EXPIRE_MS as u64),
             "served early: {waited}"
         );
-        assert!(waited < Duration::from_millis(10_100), "served late: {waited}");
+        assert!(
+            waited < Duration::from_millis(10_100),
+            "served late: {waited}"
+        );
     }
 
     #[test]
@@ -420,7 +441,11 @@ mod tests {
             panic!("{first:?}")
         };
         assert!(matches!(s.dispatch(Instant::ZERO), Dispatch::Request(_)));
-        assert_eq!(s.dispatch(Instant::ZERO), Dispatch::Empty, "two writes in flight");
+        assert_eq!(
+            s.dispatch(Instant::ZERO),
+            Dispatch::Empty,
+            "two writes in flight"
+        );
         s.insert(Request::read(100, 2, 50, 8), Instant::ZERO);
         assert_eq!(next_id(&mut s, Instant::ZERO), Some(100), "reads unlimited");
         s.complete(&w1, Instant(5));
