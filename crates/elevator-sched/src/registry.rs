@@ -146,6 +146,9 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::cfq::TYPE,
         policy::deadline_mc::TYPE,
         policy::bfq::TYPE,
+        policy::mq_deadline::TYPE,
+        policy::kyber::TYPE,
+        policy::mclock::TYPE,
     ]
 }
 

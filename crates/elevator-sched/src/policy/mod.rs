@@ -5,5 +5,8 @@ pub mod bfq;
 pub mod cfq;
 pub mod deadline;
 pub mod deadline_mc;
+pub mod kyber;
 pub mod linus24;
+pub mod mclock;
+pub mod mq_deadline;
 pub mod noop;
