@@ -66,8 +66,46 @@ enum Command {
         #[arg(long)]
         think_scale: Option<f64>,
     },
+    /// Run every experiment with published figures (the 2003 benchmarks, the
+    /// 2016 BFQ letter on both devices, any scenario with a [published] table)
+    /// in parallel, and print ours beside theirs with a verdict per table.
+    Reproduce {
+        /// Only experiments whose name contains PATTERN (`morton-7`, `letter`).
+        #[arg(long, value_name = "PATTERN")]
+        only: Option<String>,
+        /// Threads to run on (default: one per core).
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
+        /// Tunable override for every run, POLICY.TUNABLE=VALUE or block.NAME=VALUE
+        /// (repeatable); shown under each table.
+        #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
+        set: Vec<String>,
+        /// Device profile name or TOML path for the scenarios (the letter keeps its own).
+        #[arg(long)]
+        device: Option<String>,
+        /// Fail (exit 1) when a table's verdict is worse than the committed expectations.
+        #[arg(long, conflicts_with = "bless")]
+        check: bool,
+        /// Rewrite the committed expectations with this run's verdicts.
+        #[arg(long)]
+        bless: bool,
+        /// The expectations file (default: scenarios/expected/reproduce.toml of the source tree).
+        #[arg(long, value_name = "FILE")]
+        expectations: Option<std::path::PathBuf>,
+        /// table: text for a terminal; json: every table with its verdict; markdown: the
+        /// README's tables.
+        #[arg(long, value_enum, default_value_t = ReproduceFormat::Table)]
+        format: ReproduceFormat,
+    },
     /// List policies, device profiles and built-in scenarios, one per line.
     List,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ReproduceFormat {
+    Table,
+    Json,
+    Markdown,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -92,6 +130,10 @@ fn main() -> ExitCode {
     let mut out = Vec::new();
     let status = match execute(cli, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<CheckFailed>() => {
+            eprintln!("elevator: {e}");
+            ExitCode::from(CHECK_FAILED)
+        }
         Err(e) => {
             eprintln!("elevator: {e:#}");
             ExitCode::from(2)
@@ -107,9 +149,45 @@ fn main() -> ExitCode {
     }
 }
 
+/// Exit status of a `reproduce --check` that found a table worse than committed.
+const CHECK_FAILED: u8 = 1;
+
+/// A failed check: the output is printed, the status says so.
+#[derive(Debug)]
+struct CheckFailed;
+
+impl std::fmt::Display for CheckFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reproduce --check: some tables are worse than the committed expectations")
+    }
+}
+
+impl std::error::Error for CheckFailed {}
+
 fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
     match cli.command {
         Command::List => list(out),
+        Command::Reproduce {
+            only,
+            jobs,
+            set,
+            device,
+            check,
+            bless,
+            expectations,
+            format,
+        } => {
+            let options = elevator_scenario::reproduce::ReproduceOptions {
+                only,
+                jobs: jobs.unwrap_or(0),
+                tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                device,
+            };
+            if jobs == Some(0) {
+                bail!("--jobs 0: need at least one thread");
+            }
+            reproduce(&options, check, bless, expectations, format, out)
+        }
         Command::Letter {
             device,
             sched,
@@ -164,6 +242,82 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `elevator reproduce`: run, print, then check or bless.
+fn reproduce(
+    options: &elevator_scenario::reproduce::ReproduceOptions,
+    check: bool,
+    bless: bool,
+    expectations: Option<std::path::PathBuf>,
+    format: ReproduceFormat,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    use elevator_scenario::reproduce::{self, Expectations};
+    let path = expectations.unwrap_or_else(|| reproduce::EXPECTATIONS.into());
+    let shown = path.display().to_string();
+    let read_expectations = || -> Result<Expectations> {
+        let text =
+            std::fs::read_to_string(&path).with_context(|| format!("reading {shown}"))?;
+        Ok(Expectations::parse(&shown, &text)?)
+    };
+    // Read before the long run, so that a bad file fails at once.
+    let committed = if check { Some(read_expectations()?) } else { None };
+
+    let interactive = std::io::stderr().is_terminal();
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+    if interactive {
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} runs, {elapsed} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    // Wall-clock time is reported beside the results, never in them.
+    #[allow(clippy::disallowed_methods)]
+    let started = std::time::Instant::now();
+    let result = reproduce::reproduce(options, &|done, total, what| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(what.to_string());
+    })?;
+    let wall = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    match format {
+        ReproduceFormat::Table => {
+            out.extend_from_slice(result.to_text().as_bytes());
+            writeln!(out, "wall time {wall:.1} s on {} threads", result.jobs)?;
+        }
+        ReproduceFormat::Json => out.extend_from_slice(result.to_json().as_bytes()),
+        ReproduceFormat::Markdown => out.extend_from_slice(result.to_markdown().as_bytes()),
+    }
+    if let Some(committed) = committed {
+        let problems = committed.check(&result);
+        for p in &problems {
+            eprintln!("check: {p}");
+        }
+        if !problems.is_empty() {
+            return Err(CheckFailed.into());
+        }
+        eprintln!(
+            "check: {} tables no worse than {shown}",
+            result.tables.len()
+        );
+    }
+    if bless {
+        // A partial run (`--only`) keeps the other tables' verdicts.
+        let mut all = if path.exists() {
+            read_expectations()?
+        } else {
+            Expectations::default()
+        };
+        all.update(Expectations::of(&result));
+        std::fs::write(&path, all.to_toml()).with_context(|| format!("writing {shown}"))?;
+        eprintln!("bless: wrote {} tables to {shown}", result.tables.len());
+    }
+    Ok(())
 }
 
 /// A built-in scenario, or a file.

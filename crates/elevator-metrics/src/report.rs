@@ -12,7 +12,26 @@ use std::fmt::Write as _;
 pub struct ResultValue {
     pub name: String,
     pub unit: String,
+    /// `NaN` when the run gave none (serialised as `null`).
     pub value: f64,
+    /// The value is a lower bound: a job it measures was cut by the time
+    /// limit before it finished.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+}
+
+impl ResultValue {
+    /// The value as a table prints it: `> 30.000` for a cut job, `n/a`
+    /// where there is none, never `NaN`.
+    pub fn text(&self) -> String {
+        if !self.value.is_finite() {
+            "n/a".into()
+        } else if self.cut {
+            format!("> {:.3}", self.value)
+        } else {
+            format!("{:.3}", self.value)
+        }
+    }
 }
 
 /// Per-job summary.

@@ -16,6 +16,7 @@ mod error;
 mod host;
 pub mod letter;
 mod parse;
+pub mod reproduce;
 mod result;
 mod run;
 pub mod startup;

@@ -164,6 +164,7 @@ pub fn run_one(
     let value = scenario
         .result
         .evaluate(&jobs, &measured, &groups, summary.end);
+    let cut = scenario.result.cut(&jobs, &measured);
     let end_s = summary.end.as_secs_f64();
     let busy_s = summary.device.busy_ns as f64 / 1e9;
     let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
@@ -179,6 +180,7 @@ pub fn run_one(
             name: scenario.result.name.clone(),
             unit: scenario.result.unit.clone(),
             value,
+            cut,
         },
         published: scenario.published.get(sched_type.name).cloned(),
         simulated_s: end_s,
