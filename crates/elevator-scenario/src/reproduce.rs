@@ -20,6 +20,7 @@
 
 use crate::letter::{self, Background, LetterOptions, APPS, LETTER_DEVICE};
 use crate::{run, RunOptions, Scenario, ScenarioError};
+use elevator_metrics::text::{columns, wrap, WIDTH};
 use elevator_metrics::{Report, RunReport};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -275,6 +276,9 @@ impl Table {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Reproduction {
     pub tables: Vec<Table>,
+    /// The scenarios' full reports (what `elevator run` prints), in order.
+    #[serde(skip)]
+    pub reports: Vec<Report>,
     /// Threads the units ran on.
     pub jobs: usize,
 }
@@ -282,7 +286,9 @@ pub struct Reproduction {
 /// The summary line's counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Summary {
+    /// Tables whose published figures order some pair of policies.
     pub tables: usize,
+    /// Of those, the tables we order alike in every such pair.
     pub ordered: usize,
     pub values: usize,
     pub within_2x: usize,
@@ -296,9 +302,10 @@ impl Reproduction {
             .map(Table::verdict)
             .filter(Verdict::counts)
             .collect();
+        let ordering: Vec<&Verdict> = verdicts.iter().filter(|v| v.pairs > 0).collect();
         Summary {
-            tables: verdicts.len(),
-            ordered: verdicts.iter().filter(|v| v.ordered()).count(),
+            tables: ordering.len(),
+            ordered: ordering.iter().filter(|v| v.ordered()).count(),
             values: verdicts.iter().map(|v| v.values).sum(),
             within_2x: verdicts.iter().map(|v| v.within_2x).sum(),
         }
@@ -422,6 +429,7 @@ pub fn reproduce(
     scenario_tables.append(&mut tables);
     Ok(Reproduction {
         tables: scenario_tables,
+        reports: reports.into_values().collect(),
         jobs,
     })
 }
@@ -653,9 +661,6 @@ fn bg_word(bg: Background) -> &'static str {
     }
 }
 
-/// Lines of the text report are at most this wide.
-pub const WIDTH: usize = 100;
-
 impl Reproduction {
     /// Per table: ours beside the published figure with the ratio, the
     /// verdict and the settings in force; then the summary (without the
@@ -686,7 +691,7 @@ impl Reproduction {
                     p.map_or(String::new(), |p| p.source().to_string()),
                 ]);
             }
-            render_wrapped(&mut out, &rows);
+            columns(&mut out, &rows);
             let v = t.verdict();
             if v.counts() {
                 let ordering = if v.pairs == 0 {
@@ -811,56 +816,6 @@ impl Reproduction {
             summary: self.summary(),
         };
         serde_json::to_string_pretty(&out).expect("tables serialise") + "\n"
-    }
-}
-
-/// `text` after `prefix`, wrapped at spaces to `width` columns, later
-/// lines indented as far as the prefix.
-pub fn wrap(text: &str, width: usize, prefix: &str) -> String {
-    let indent = " ".repeat(prefix.chars().count());
-    let mut lines = vec![prefix.to_string()];
-    for word in text.split(' ') {
-        let line = lines.last_mut().expect("one line");
-        let fresh = line.trim().is_empty() || line.chars().count() == indent.chars().count();
-        if !fresh && line.chars().count() + 1 + word.chars().count() > width {
-            lines.push(format!("{indent}{word}"));
-        } else {
-            if !fresh {
-                line.push(' ');
-            }
-            line.push_str(word);
-        }
-    }
-    lines.join("\n")
-}
-
-/// Left-aligned columns; the last column wraps to stay within [`WIDTH`].
-fn render_wrapped(out: &mut String, rows: &[Vec<String>]) {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let lead: usize = 2 + widths[..cols - 1].iter().map(|w| w + 2).sum::<usize>();
-    for row in rows {
-        let mut line = String::from("  ");
-        for (c, cell) in row.iter().enumerate().take(cols - 1) {
-            let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
-        }
-        let last = row.last().map_or("", String::as_str);
-        let text = if lead + last.chars().count() <= WIDTH || lead + 20 > WIDTH {
-            format!("{line}{last}")
-        } else {
-            wrap(last, WIDTH, &line)
-        };
-        for l in text.lines() {
-            let _ = writeln!(out, "{}", l.trim_end());
-        }
     }
 }
 
@@ -1034,6 +989,7 @@ mod tests {
         };
         let good = Reproduction {
             tables: vec![t.clone()],
+            reports: Vec::new(),
             jobs: 1,
         };
         let committed = Expectations::of(&good);
@@ -1046,13 +1002,5 @@ mod tests {
         let problems = committed.check(&worse);
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(Expectations::default().check(&good)[0].contains("no committed verdict"));
-    }
-
-    #[test]
-    fn wrap_keeps_lines_within_the_width() {
-        let text = "a ".repeat(120);
-        for line in wrap(text.trim(), 40, "  x: ").lines() {
-            assert!(line.chars().count() <= 40, "{line:?}");
-        }
     }
 }

@@ -165,6 +165,9 @@ pub fn run_one(
         .result
         .evaluate(&jobs, &measured, &groups, summary.end);
     let cut = scenario.result.cut(&jobs, &measured);
+    for (j, m) in jobs.iter_mut().zip(&measured) {
+        j.cut = *m && j.completion_s.is_none();
+    }
     let end_s = summary.end.as_secs_f64();
     let busy_s = summary.device.busy_ns as f64 / 1e9;
     let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
@@ -176,6 +179,7 @@ pub fn run_one(
             .iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect::<BTreeMap<_, _>>(),
+        block: block_settings(&config),
         result: ResultValue {
             name: scenario.result.name.clone(),
             unit: scenario.result.unit.clone(),
@@ -202,6 +206,43 @@ pub fn run_one(
         },
         jobs,
     })
+}
+
+/// The block layer's settings as `--set block.NAME=VALUE` names them, and
+/// the time limit.
+fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
+    let size = |sectors: Option<u64>| match sectors {
+        None => "max".to_string(),
+        Some(s) => format!("{}k", s * SECTOR_SIZE / 1024),
+    };
+    let [reads, writes] = config.nr_requests;
+    let slots = |n: usize| {
+        if n == usize::MAX {
+            "max".to_string()
+        } else {
+            n.to_string()
+        }
+    };
+    let nr_requests = if reads == writes {
+        slots(reads)
+    } else {
+        format!("{}/{}", slots(reads), slots(writes))
+    };
+    BTreeMap::from([
+        ("nr_requests".to_string(), nr_requests),
+        ("batch_requests".into(), config.batch_requests.to_string()),
+        ("steal".into(), u8::from(config.steal).to_string()),
+        ("inflight_limit".into(), size(config.inflight_limit)),
+        ("max_sectors".into(), size(config.max_sectors.map(u64::from))),
+        (
+            "restart_before_wakeup".into(),
+            u8::from(config.restart_before_wakeup).to_string(),
+        ),
+        (
+            "time_limit".into(),
+            format!("{}s", config.time_limit.as_secs_f64()),
+        ),
+    ])
 }
 
 /// A `--set block.NAME=VALUE` override (sizes in bytes; 0 lifts a limit).
