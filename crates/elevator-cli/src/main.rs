@@ -45,6 +45,8 @@ enum Command {
         /// bytes, restart_before_wakeup).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
+        /// table: the comparison for a terminal; json: the stable schema of
+        /// docs/report-schema.md; csv: one row per policy and job.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -98,7 +100,18 @@ enum Command {
         format: ReproduceFormat,
     },
     /// List policies, device profiles and built-in scenarios, one per line.
-    List,
+    List {
+        /// Also print each policy's tunables (kernel name, default, unit, meaning) and
+        /// the block layer's settings, as `--set` takes them.
+        #[arg(long)]
+        tunables: bool,
+    },
+    /// Show one policy: what it is, what it honours, and its tunables with kernel
+    /// name, default, unit and meaning.
+    Show {
+        /// A policy name or alias (`elevator list`).
+        policy: String,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -166,7 +179,14 @@ impl std::error::Error for CheckFailed {}
 
 fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
     match cli.command {
-        Command::List => list(out),
+        Command::List { tunables } => list(out, tunables),
+        Command::Show { policy } => {
+            let t = elevator_sched::find(&policy).ok_or_else(|| {
+                let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
+                anyhow!("show: unknown policy {policy:?} (known: {})", known.join(", "))
+            })?;
+            show_policy(out, t)
+        }
         Command::Reproduce {
             only,
             jobs,
@@ -393,7 +413,101 @@ fn run_with_progress(
     Ok(report)
 }
 
-fn list(out: &mut Vec<u8>) -> Result<()> {
+/// A policy's name, aliases, what it honours, and a table of its tunables.
+fn show_policy(out: &mut Vec<u8>, t: &elevator_sched::SchedulerType) -> Result<()> {
+    use elevator_metrics::text::{columns, wrap, WIDTH};
+    let aliases = if t.aliases.is_empty() {
+        String::new()
+    } else {
+        format!(" (also {})", t.aliases.join(", "))
+    };
+    writeln!(out, "{}", wrap(&format!("{}{aliases}: {}", t.name, t.about), WIDTH, ""))?;
+    if !t.honours.is_empty() {
+        writeln!(out, "  honours {}", t.honours.join(", "))?;
+    }
+    if t.tunables.is_empty() {
+        writeln!(out, "  no tunables")?;
+        return Ok(());
+    }
+    let mut rows = vec![["tunable", "default", "unit", "meaning"].map(String::from).to_vec()];
+    for k in t.tunables {
+        rows.push(vec![
+            k.name.to_string(),
+            k.default.to_string(),
+            k.unit.to_string(),
+            k.about.to_string(),
+        ]);
+    }
+    let mut text = String::new();
+    columns(&mut text, &rows);
+    out.extend_from_slice(text.as_bytes());
+    Ok(())
+}
+
+/// The block layer's settings `--set block.NAME=VALUE` takes, with the
+/// 2.6 preset's defaults.
+fn show_block(out: &mut Vec<u8>) -> Result<()> {
+    use elevator_metrics::text::columns;
+    let d = elevator_sim::EngineConfig::linux_26();
+    let rows: Vec<Vec<String>> = [
+        ["setting", "default", "unit", "meaning"].map(String::from),
+        [
+            "nr_requests".into(),
+            d.nr_requests[0].to_string(),
+            "requests".into(),
+            "request slots per direction before submitters sleep (BLKDEV_MAX_RQ)".into(),
+        ],
+        [
+            "batch_requests".into(),
+            d.batch_requests.to_string(),
+            "requests".into(),
+            "free slots needed before sleepers are woken (2.4: 32)".into(),
+        ],
+        [
+            "steal".into(),
+            u8::from(d.steal).to_string(),
+            "0/1".into(),
+            "new submitters may take a free slot while others sleep (2.4)".into(),
+        ],
+        [
+            "inflight_limit".into(),
+            "0".into(),
+            "bytes".into(),
+            "elevator-lowlatency: bytes queued and in flight before submitters wait; 0: none"
+                .into(),
+        ],
+        [
+            "max_sectors".into(),
+            "0".into(),
+            "bytes".into(),
+            "largest request below the device's own; 0: the device's (2.4 IDE: 64 KiB)".into(),
+        ],
+        [
+            "restart_before_wakeup".into(),
+            u8::from(d.restart_before_wakeup).to_string(),
+            "0/1".into(),
+            "a completion starts the next request before it wakes the submitter (2.4 IDE)"
+                .into(),
+        ],
+    ]
+    .into_iter()
+    .map(|r| r.to_vec())
+    .collect();
+    writeln!(out, "block layer (--set block.NAME=VALUE; [block] in a scenario)")?;
+    let mut text = String::new();
+    columns(&mut text, &rows);
+    out.extend_from_slice(text.as_bytes());
+    Ok(())
+}
+
+fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
+    if tunables {
+        for t in elevator_sched::registry() {
+            show_policy(out, t)?;
+            writeln!(out)?;
+        }
+        return show_block(out);
+    }
     for t in elevator_sched::registry() {
         let honours = if t.honours.is_empty() {
             "-".to_string()

@@ -755,7 +755,7 @@ impl Reproduction {
             );
             let _ = writeln!(out, "|---{}|---|---|", "|---".repeat(policies.len()));
             for t in &tables {
-                let mut cells = vec![t.short.clone()];
+                let mut cells = vec![t.short.replace('|', "\\|")];
                 for p in &policies {
                     cells.push(match t.rows.iter().find(|r| r.label == *p) {
                         Some(r) => match &r.published {
@@ -767,7 +767,11 @@ impl Reproduction {
                 }
                 let v = t.verdict();
                 if v.counts() {
-                    cells.push(format!("{}/{}", v.pairs_in_order, v.pairs));
+                    cells.push(if v.pairs == 0 {
+                        "tie".into()
+                    } else {
+                        format!("{}/{}", v.pairs_in_order, v.pairs)
+                    });
                     cells.push(format!("{}/{}", v.within_2x, v.values));
                 } else {
                     cells.push("–".into());

@@ -115,19 +115,6 @@ fn a_disk_without_its_write_cache_fails_the_check() {
 }
 
 #[test]
-fn anticipation_switched_off_fails_the_check() {
-    let problems = perturbed_check(ReproduceOptions {
-        only: Some("morton-6".into()),
-        tunables: vec![("anticipatory".into(), "antic_expire".into(), 0)],
-        ..ReproduceOptions::default()
-    });
-    assert!(
-        problems.iter().any(|p| p.starts_with("morton-6")),
-        "anticipatory without anticipation passed: {problems:?}"
-    );
-}
-
-#[test]
 fn the_unperturbed_experiment_passes_and_an_unknown_one_is_an_error() {
     let problems = perturbed_check(ReproduceOptions {
         only: Some("morton-6".into()),
