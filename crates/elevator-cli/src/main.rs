@@ -45,6 +45,10 @@ enum Command {
         /// bytes, restart_before_wakeup).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
+        /// Write the decision trace to FILE: one blkparse-like line per insert, merge,
+        /// dispatch (with the policy's reason), wait and completion, per policy.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<std::path::PathBuf>,
         /// table: the comparison for a terminal; json: the stable schema of
         /// docs/report-schema.md; csv: one row per policy and job.
         #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -243,6 +247,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             device,
             seed,
             set,
+            trace,
             format,
         } => {
             let scenario = load(&scenario)?;
@@ -251,8 +256,13 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 device,
                 seed,
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                trace: trace.is_some(),
             };
             let report = run_with_progress(&scenario, &options)?;
+            if let Some(path) = trace {
+                std::fs::write(&path, report.trace_text())
+                    .with_context(|| format!("--trace: writing {}", path.display()))?;
+            }
             let text = match format {
                 Format::Table => report.to_table(),
                 Format::Json => report.to_json(),

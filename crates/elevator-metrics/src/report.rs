@@ -121,6 +121,9 @@ pub struct RunReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupReport>,
     pub jobs: Vec<JobReport>,
+    /// The engine's decision trace, when asked for (`--trace`).
+    #[serde(skip)]
+    pub trace: Option<String>,
 }
 
 /// A scenario run under one or more policies.
@@ -146,6 +149,16 @@ impl RunReport {
 impl Report {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("report serialises") + "\n"
+    }
+
+    /// Every run's decision trace, each after a `# policy NAME` line.
+    pub fn trace_text(&self) -> String {
+        let mut out = String::new();
+        for run in &self.runs {
+            let _ = writeln!(out, "# policy {}", run.label());
+            out.push_str(run.trace.as_deref().unwrap_or("# (not recorded)\n"));
+        }
+        out
     }
 
     /// One row per (policy, job).

@@ -462,6 +462,7 @@ fn run_units(
                     device: options.device.clone(),
                     seed: None,
                     tunables: options.tunables.clone(),
+                    trace: false,
                 };
                 let r = run(s, &opts, &mut |_| {}).map(Done::Policy);
                 (r, format!("{} {policy}", s.name))

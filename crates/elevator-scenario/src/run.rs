@@ -19,6 +19,8 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// `(policy, tunable, value)` overrides on top of the scenario's.
     pub tunables: Vec<(String, String, i64)>,
+    /// Record each run's decision trace (`RunReport::trace`).
+    pub trace: bool,
 }
 
 /// Run `scenario` under every chosen policy, calling `progress` after each.
@@ -69,7 +71,14 @@ pub fn run(
     let mut runs = Vec::new();
     for (variant, scenario) in &variants {
         for name in &schedulers {
-            let mut run = run_one(scenario, name, &device, seed, &options.tunables)?;
+            let mut run = run_one_traced(
+                scenario,
+                name,
+                &device,
+                seed,
+                &options.tunables,
+                options.trace,
+            )?;
             run.variant = variant.clone();
             progress(&run);
             runs.push(run);
@@ -91,6 +100,18 @@ pub fn run_one(
     device: &str,
     seed: u64,
     overrides: &[(String, String, i64)],
+) -> Result<RunReport, ScenarioError> {
+    run_one_traced(scenario, policy, device, seed, overrides, false)
+}
+
+/// [`run_one`], recording the engine's decision trace when `trace`.
+fn run_one_traced(
+    scenario: &Scenario,
+    policy: &str,
+    device: &str,
+    seed: u64,
+    overrides: &[(String, String, i64)],
+    trace: bool,
 ) -> Result<RunReport, ScenarioError> {
     let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
     let sched_type = elevator_sched::find(policy).ok_or_else(|| {
@@ -149,7 +170,11 @@ pub fn run_one(
         config.nr_requests[1],
     )?;
     let mut engine = Engine::new(sched, dev, config);
+    if trace {
+        engine.enable_trace();
+    }
     let summary = engine.run(&mut mix);
+    let trace = engine.take_trace();
 
     let stats = mix.stats();
     let mut jobs: Vec<_> = stats.iter().map(|s| s.report(summary.end)).collect();
@@ -205,6 +230,7 @@ pub fn run_one(
             seek_distance_sectors: summary.device.seek_distance,
         },
         jobs,
+        trace,
     })
 }
 

@@ -92,4 +92,13 @@ pub trait Scheduler: Send + std::fmt::Debug {
     fn starvation_bound(&self, _service: Duration, _max_queued: usize) -> Option<Duration> {
         None
     }
+
+    /// Why the last [`Scheduler::dispatch`] answered as it did, in the
+    /// kernel's words ("batch continue", "expired fifo", "anticipation
+    /// hit"), for the engine's decision trace. A policy keeps the reason in
+    /// a field it sets anyway, so the trace costs nothing when it is off.
+    /// Default: no reason given.
+    fn dispatch_reason(&self) -> Option<&'static str> {
+        None
+    }
 }

@@ -7,6 +7,13 @@ use elevator_sched::{Dispatch, Scheduler};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::fmt::Write as _;
+
+/// The first lines of a decision trace.
+const TRACE_HEADER: &str = "\
+# time s           act rwbs  sector + sectors [task] why
+# I queued, M merged into a queued request, D dispatched, W policy waits, C completed
+";
 
 /// Requests per direction the block queue may hold (queued in the policy
 /// or in flight on the device) before submitters wait for a free slot: the
@@ -159,6 +166,9 @@ pub struct Engine {
     submitted: Vec<Request>,
     armed: Vec<(Instant, u64)>,
     exited: Vec<TaskId>,
+    /// The decision trace, when enabled: one line per insert, merge,
+    /// dispatch (with the policy's reason), wait and completion.
+    trace: Option<String>,
 }
 
 impl Engine {
@@ -182,6 +192,39 @@ impl Engine {
             submitted: Vec::new(),
             armed: Vec::new(),
             exited: Vec::new(),
+            trace: None,
+        }
+    }
+
+    /// Record the decision trace from now on (see [`Engine::take_trace`]).
+    pub fn enable_trace(&mut self) {
+        self.trace.get_or_insert_with(|| String::from(TRACE_HEADER));
+    }
+
+    /// The decision trace so far, blkparse-like: time, action (`I` queued,
+    /// `M` merged into a queued request, `D` dispatched, `W` policy waits,
+    /// `C` completed), direction (`R`, `W`, `S` for sync, `F` flush),
+    /// `sector + sectors`, `[task]`, and the policy's reason.
+    pub fn take_trace(&mut self) -> Option<String> {
+        self.trace.take()
+    }
+
+    fn trace_line(&mut self, action: char, request: &Request, why: &str) {
+        if let Some(t) = &mut self.trace {
+            let rwbs = match (request.op, request.sync) {
+                (Op::Read, _) => "R",
+                (Op::Write, true) => "WS",
+                (Op::Write, false) => "W",
+                (Op::Flush, _) => "F",
+            };
+            let _ = writeln!(
+                t,
+                "{:>15.9}  {action}  {rwbs:<2} {:>10} + {:<4} [{}] {why}",
+                self.now.as_secs_f64(),
+                request.sector,
+                request.sectors,
+                request.task.0
+            );
         }
     }
 
@@ -367,9 +410,14 @@ impl Engine {
         request.arrival = self.now;
         self.sectors_allocated += u64::from(request.sectors);
         let before = self.sched.queued();
+        let traced = self.trace.is_some().then(|| request.clone());
         self.sched.insert(request, self.now);
         // A merge takes no new slot; coalescing two queued requests frees one.
         let after = self.sched.queued();
+        if let Some(r) = traced {
+            let (action, why) = if after > before { ('I', "") } else { ('M', "merged") };
+            self.trace_line(action, &r, why);
+        }
         self.allocated[dir] = (self.allocated[dir] + after).saturating_sub(before);
     }
 
@@ -379,12 +427,29 @@ impl Engine {
         while self.device.in_flight() < depth {
             match self.sched.dispatch(self.now) {
                 Dispatch::Request(request) => {
+                    if self.trace.is_some() {
+                        let why = self.sched.dispatch_reason().unwrap_or("");
+                        self.trace_line('D', &request, why);
+                    }
                     self.device.submit(&request, self.now);
                     let old = self.in_flight.insert(request.id, (request, self.now));
                     assert!(old.is_none(), "policy dispatched a request twice");
                 }
                 Dispatch::Wait { until } => {
-                    self.sched_wake = Some(until.max(self.now + elevator_core::Duration(1)));
+                    let wake = Some(until.max(self.now + elevator_core::Duration(1)));
+                    if self.trace.is_some() && self.sched_wake != wake {
+                        let why = self.sched.dispatch_reason().unwrap_or("");
+                        let until = if until == Instant::NEVER {
+                            "a completion".to_string()
+                        } else {
+                            format!("{:.9}", until.as_secs_f64())
+                        };
+                        let now = self.now.as_secs_f64();
+                        if let Some(t) = &mut self.trace {
+                            let _ = writeln!(t, "{now:>15.9}  W  until {until}: {why}");
+                        }
+                    }
+                    self.sched_wake = wake;
                     return;
                 }
                 Dispatch::Empty => {
@@ -409,6 +474,9 @@ impl Engine {
             .remove(&id)
             .unwrap_or_else(|| panic!("device completed {id:?}, which is not in flight"));
         self.sched.complete(&request, self.now);
+        if self.trace.is_some() {
+            self.trace_line('C', &request, "");
+        }
         let dir = dir_of(&request);
         self.allocated[dir] = self.allocated[dir].saturating_sub(1);
         self.sectors_allocated = self
