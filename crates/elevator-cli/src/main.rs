@@ -53,6 +53,11 @@ enum Command {
         /// docs/report-schema.md; csv: one row per policy and job.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// Run every policy through the invariant checker (conservation, merges,
+        /// waits, starvation bound, the policy's own structure); a broken promise
+        /// stops the run with the seed and a command that replays it.
+        #[arg(long)]
+        check: bool,
     },
     /// The 2016 BFQ cover letter's table: start-up times of xterm, LibreOffice
     /// Writer and gnome-terminal against 10 sequential or random readers, and the
@@ -249,6 +254,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             set,
             trace,
             format,
+            check,
         } => {
             let scenario = load(&scenario)?;
             let options = RunOptions {
@@ -257,6 +263,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 seed,
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
                 trace: trace.is_some(),
+                check,
             };
             let report = run_with_progress(&scenario, &options)?;
             if let Some(path) = trace {

@@ -463,6 +463,7 @@ fn run_units(
                     seed: None,
                     tunables: options.tunables.clone(),
                     trace: false,
+                    check: false,
                 };
                 let r = run(s, &opts, &mut |_| {}).map(Done::Policy);
                 (r, format!("{} {policy}", s.name))

@@ -21,6 +21,9 @@ pub struct RunOptions {
     pub tunables: Vec<(String, String, i64)>,
     /// Record each run's decision trace (`RunReport::trace`).
     pub trace: bool,
+    /// Run every policy through the invariant checker (always on in builds
+    /// with debug assertions).
+    pub check: bool,
 }
 
 /// Run `scenario` under every chosen policy, calling `progress` after each.
@@ -71,12 +74,13 @@ pub fn run(
     let mut runs = Vec::new();
     for (variant, scenario) in &variants {
         for name in &schedulers {
-            let mut run = run_one_traced(
+            let mut run = run_policy_traced(
                 scenario,
                 name,
                 &device,
                 seed,
                 &options.tunables,
+                options.check,
                 options.trace,
             )?;
             run.variant = variant.clone();
@@ -101,16 +105,30 @@ pub fn run_one(
     seed: u64,
     overrides: &[(String, String, i64)],
 ) -> Result<RunReport, ScenarioError> {
-    run_one_traced(scenario, policy, device, seed, overrides, false)
+    run_policy(scenario, policy, device, seed, overrides, false)
 }
 
-/// [`run_one`], recording the engine's decision trace when `trace`.
-fn run_one_traced(
+/// [`run_one`], with the invariant checker on if `check` (it is on anyway
+/// where debug assertions are).
+pub fn run_policy(
     scenario: &Scenario,
     policy: &str,
     device: &str,
     seed: u64,
     overrides: &[(String, String, i64)],
+    check: bool,
+) -> Result<RunReport, ScenarioError> {
+    run_policy_traced(scenario, policy, device, seed, overrides, check, false)
+}
+
+/// [`run_policy`], recording the engine's decision trace when `trace`.
+fn run_policy_traced(
+    scenario: &Scenario,
+    policy: &str,
+    device: &str,
+    seed: u64,
+    overrides: &[(String, String, i64)],
+    check: bool,
     trace: bool,
 ) -> Result<RunReport, ScenarioError> {
     let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
@@ -127,6 +145,7 @@ fn run_one_traced(
         .get(sched_type.name)
         .unwrap_or(&scenario.block);
     config.time_limit = Instant::ZERO + scenario.time_limit;
+    config.check |= check;
     for (p, k, v) in overrides.iter().filter(|(p, _, _)| p == "block") {
         apply_block(&mut config, k, *v).map_err(|m| cli(format!("--set {p}.{k}={v}: {m}")))?;
     }
@@ -170,6 +189,13 @@ fn run_one_traced(
         config.nr_requests[1],
     )?;
     let mut engine = Engine::new(sched, dev, config);
+    engine.set_context(replay_context(
+        scenario,
+        sched_type.name,
+        device,
+        seed,
+        overrides,
+    ));
     if trace {
         engine.enable_trace();
     }
@@ -269,6 +295,31 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
             format!("{}s", config.time_limit.as_secs_f64()),
         ),
     ])
+}
+
+/// What a failed check prints after the violation: the run, and the
+/// command that replays it.
+fn replay_context(
+    scenario: &Scenario,
+    policy: &str,
+    device: &str,
+    seed: u64,
+    overrides: &[(String, String, i64)],
+) -> String {
+    let source = scenario
+        .file
+        .strip_prefix("<built-in ")
+        .and_then(|s| s.strip_suffix('>'))
+        .unwrap_or(&scenario.file);
+    let sets: String = overrides
+        .iter()
+        .map(|(p, k, v)| format!(" --set {p}.{k}={v}"))
+        .collect();
+    format!(
+        "scenario {}, policy {policy}, device {device}, seed {seed}\n\
+         replay: elevator run {source} --sched {policy} --device {device} --seed {seed}{sets} --check",
+        scenario.name
+    )
 }
 
 /// A `--set block.NAME=VALUE` override (sizes in bytes; 0 lifts a limit).
