@@ -192,7 +192,10 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
         Command::Show { policy } => {
             let t = elevator_sched::find(&policy).ok_or_else(|| {
                 let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
-                anyhow!("show: unknown policy {policy:?} (known: {})", known.join(", "))
+                anyhow!(
+                    "show: unknown policy {policy:?} (known: {})",
+                    known.join(", ")
+                )
             })?;
             show_policy(out, t)
         }
@@ -294,12 +297,15 @@ fn reproduce(
     let path = expectations.unwrap_or_else(|| reproduce::EXPECTATIONS.into());
     let shown = path.display().to_string();
     let read_expectations = || -> Result<Expectations> {
-        let text =
-            std::fs::read_to_string(&path).with_context(|| format!("reading {shown}"))?;
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {shown}"))?;
         Ok(Expectations::parse(&shown, &text)?)
     };
     // Read before the long run, so that a bad file fails at once.
-    let committed = if check { Some(read_expectations()?) } else { None };
+    let committed = if check {
+        Some(read_expectations()?)
+    } else {
+        None
+    };
 
     let interactive = std::io::stderr().is_terminal();
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
@@ -438,7 +444,11 @@ fn show_policy(out: &mut Vec<u8>, t: &elevator_sched::SchedulerType) -> Result<(
     } else {
         format!(" (also {})", t.aliases.join(", "))
     };
-    writeln!(out, "{}", wrap(&format!("{}{aliases}: {}", t.name, t.about), WIDTH, ""))?;
+    writeln!(
+        out,
+        "{}",
+        wrap(&format!("{}{aliases}: {}", t.name, t.about), WIDTH, "")
+    )?;
     if !t.honours.is_empty() {
         writeln!(out, "  honours {}", t.honours.join(", "))?;
     }
@@ -446,7 +456,9 @@ fn show_policy(out: &mut Vec<u8>, t: &elevator_sched::SchedulerType) -> Result<(
         writeln!(out, "  no tunables")?;
         return Ok(());
     }
-    let mut rows = vec![["tunable", "default", "unit", "meaning"].map(String::from).to_vec()];
+    let mut rows = vec![["tunable", "default", "unit", "meaning"]
+        .map(String::from)
+        .to_vec()];
     for k in t.tunables {
         rows.push(vec![
             k.name.to_string(),
@@ -503,14 +515,16 @@ fn show_block(out: &mut Vec<u8>) -> Result<()> {
             "restart_before_wakeup".into(),
             u8::from(d.restart_before_wakeup).to_string(),
             "0/1".into(),
-            "a completion starts the next request before it wakes the submitter (2.4 IDE)"
-                .into(),
+            "a completion starts the next request before it wakes the submitter (2.4 IDE)".into(),
         ],
     ]
     .into_iter()
     .map(|r| r.to_vec())
     .collect();
-    writeln!(out, "block layer (--set block.NAME=VALUE; [block] in a scenario)")?;
+    writeln!(
+        out,
+        "block layer (--set block.NAME=VALUE; [block] in a scenario)"
+    )?;
     let mut text = String::new();
     columns(&mut text, &rows);
     out.extend_from_slice(text.as_bytes());

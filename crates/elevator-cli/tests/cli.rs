@@ -157,7 +157,10 @@ fn reproduce_checks_one_experiment_against_the_committed_verdicts() {
     let (code, out, err) = elevator(&["reproduce", "--only", "morton-2", "--check", "--jobs", "2"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("verdict: ordering matches"), "{out}");
-    assert!(out.contains("summary: orderings matched 1/1 tables"), "{out}");
+    assert!(
+        out.contains("summary: orderings matched 1/1 tables"),
+        "{out}"
+    );
     assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
     let (code, _, err) = elevator(&["reproduce", "--only", "no-such-table"]);
     assert_eq!(code, 2, "{err}");
@@ -174,7 +177,10 @@ fn list_tunables_and_show_print_kernel_names_defaults_units_and_meaning() {
     assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
     let (code, out, _) = elevator(&["show", "deadline"]);
     assert_eq!(code, 0);
-    assert!(out.contains("fifo_batch") && out.contains("default"), "{out}");
+    assert!(
+        out.contains("fifo_batch") && out.contains("default"),
+        "{out}"
+    );
     let (code, _, err) = elevator(&["show", "nosuch"]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown policy"), "{err}");

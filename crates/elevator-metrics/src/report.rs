@@ -3,9 +3,9 @@
 //! The JSON form is a stable schema (see `docs/report-schema.md`): fields
 //! are only ever added, never renamed or removed.
 
+use crate::text::{columns, wrap, WIDTH};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use crate::text::{columns, wrap, WIDTH};
 use std::fmt::Write as _;
 
 /// The headline figure of a run, named by the scenario.
@@ -334,11 +334,7 @@ impl Report {
                             .iter()
                             .map(|(k, v)| format!("{k} {}", figure(*v)))
                             .collect();
-                        extras.push(wrap(
-                            &figures.join(", "),
-                            WIDTH,
-                            &format!("  {}: ", j.name),
-                        ));
+                        extras.push(wrap(&figures.join(", "), WIDTH, &format!("  {}: ", j.name)));
                     }
                 }
                 columns(&mut out, &rows);
@@ -353,13 +349,21 @@ impl Report {
         let mut shown: Vec<(String, Vec<String>)> = Vec::new();
         for run in &self.runs {
             if !shown.iter().any(|(p, _)| *p == run.scheduler) {
-                let t: Vec<String> = run.tunables.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let t: Vec<String> = run
+                    .tunables
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
                 let t = if t.is_empty() {
                     "(no tunables)".to_string()
                 } else {
                     t.join(" ")
                 };
-                let _ = writeln!(out, "{}", wrap(&t, WIDTH, &format!("  {}: ", run.scheduler)));
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    wrap(&t, WIDTH, &format!("  {}: ", run.scheduler))
+                );
                 shown.push((run.scheduler.clone(), Vec::new()));
             }
         }

@@ -750,11 +750,7 @@ impl Reproduction {
                 }
             }
             let _ = writeln!(out, "#### {family}\n");
-            let _ = writeln!(
-                out,
-                "| | {} | order | within 2× |",
-                policies.join(" | ")
-            );
+            let _ = writeln!(out, "| | {} | order | within 2× |", policies.join(" | "));
             let _ = writeln!(out, "|---{}|---|---|", "|---".repeat(policies.len()));
             for t in &tables {
                 let mut cells = vec![t.short.replace('|', "\\|")];
@@ -923,7 +919,10 @@ mod tests {
     fn figures_parse_as_the_seeds_write_them() {
         let f = Figure::parse("132.0-133.5 (2.5.61+hacks)").unwrap();
         assert_eq!((f.low, f.high, f.at_least), (132.0, 133.5, false));
-        assert_eq!((f.number().as_str(), f.source()), ("132.0-133.5", "2.5.61+hacks"));
+        assert_eq!(
+            (f.number().as_str(), f.source()),
+            ("132.0-133.5", "2.5.61+hacks")
+        );
         let f = Figure::parse("> 900 (2.4.21-pre4, killed after 15 minutes)").unwrap();
         assert_eq!((f.low, f.at_least), (900.0, true));
         assert_eq!(f.number(), "> 900");
@@ -1000,8 +999,7 @@ mod tests {
         };
         let committed = Expectations::of(&good);
         assert!(committed.check(&good).is_empty());
-        let back =
-            Expectations::parse("e.toml", &committed.to_toml()).expect("own output parses");
+        let back = Expectations::parse("e.toml", &committed.to_toml()).expect("own output parses");
         assert_eq!(back, committed);
         let mut worse = good.clone();
         worse.tables[0].rows[1].ours = Some(0.5);

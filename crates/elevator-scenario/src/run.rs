@@ -285,7 +285,10 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
         ("batch_requests".into(), config.batch_requests.to_string()),
         ("steal".into(), u8::from(config.steal).to_string()),
         ("inflight_limit".into(), size(config.inflight_limit)),
-        ("max_sectors".into(), size(config.max_sectors.map(u64::from))),
+        (
+            "max_sectors".into(),
+            size(config.max_sectors.map(u64::from)),
+        ),
         (
             "restart_before_wakeup".into(),
             u8::from(config.restart_before_wakeup).to_string(),

@@ -42,7 +42,11 @@ fn every_table_holds_its_committed_verdict_and_the_readme_is_its_snapshot() {
     let text = r.to_text();
     println!("{text}");
     let problems = committed().check(&r);
-    assert!(problems.is_empty(), "worse than committed:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "worse than committed:\n{}",
+        problems.join("\n")
+    );
 
     // 100 columns: the reproduce text and every built-in's own table.
     let mut wide = too_wide("reproduce", &text);
@@ -63,7 +67,11 @@ fn every_table_holds_its_committed_verdict_and_the_readme_is_its_snapshot() {
         covered.push(name.to_string());
     }
     assert_eq!(covered.len(), builtins().len());
-    assert!(wide.is_empty(), "lines over {WIDTH} columns:\n{}", wide.join("\n"));
+    assert!(
+        wide.is_empty(),
+        "lines over {WIDTH} columns:\n{}",
+        wide.join("\n")
+    );
 
     // The README's tables are this run's.
     let readme = std::fs::read_to_string(README).expect("README.md");
@@ -95,10 +103,13 @@ fn perturbed_check(options: ReproduceOptions) -> Vec<String> {
 fn a_disk_without_its_write_cache_fails_the_check() {
     // The 2003 disk's profile with its write-back cache off: streaming
     // writes then hold the head, and experiment 6 orders worse.
-    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../elevator-device/profiles/ide-2003.toml");
+    let source =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../elevator-device/profiles/ide-2003.toml");
     let text = std::fs::read_to_string(&source).expect("ide-2003 profile");
-    assert!(text.contains("\nwrite_cache = true\n"), "the profile changed");
+    assert!(
+        text.contains("\nwrite_cache = true\n"),
+        "the profile changed"
+    );
     let perturbed = text.replace("\nwrite_cache = true\n", "\nwrite_cache = false\n");
     let path = std::env::temp_dir().join(format!("ide-2003-no-cache-{}.toml", std::process::id()));
     std::fs::write(&path, perturbed).expect("temp profile");

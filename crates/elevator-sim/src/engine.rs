@@ -477,7 +477,11 @@ impl Engine {
         // A merge takes no new slot; coalescing two queued requests frees one.
         let after = self.sched.queued();
         if let Some(r) = traced {
-            let (action, why) = if after > before { ('I', "") } else { ('M', "merged") };
+            let (action, why) = if after > before {
+                ('I', "")
+            } else {
+                ('M', "merged")
+            };
             self.trace_line(action, &r, why);
         }
         // Coalescing two queued requests frees a slot of this direction,
