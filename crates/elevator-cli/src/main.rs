@@ -103,6 +103,10 @@ enum Command {
         /// The expectations file (default: scenarios/expected/reproduce.toml of the source tree).
         #[arg(long, value_name = "FILE")]
         expectations: Option<std::path::PathBuf>,
+        /// Also write DIR/reproduce.html: per table a bar chart (inline SVG) of ours
+        /// beside the published figures, the figures and the verdict; no network needed.
+        #[arg(long, value_name = "DIR")]
+        report: Option<std::path::PathBuf>,
         /// table: text for a terminal; json: every table with its verdict; markdown: the
         /// README's tables.
         #[arg(long, value_enum, default_value_t = ReproduceFormat::Table)]
@@ -207,6 +211,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             check,
             bless,
             expectations,
+            report,
             format,
         } => {
             let options = elevator_scenario::reproduce::ReproduceOptions {
@@ -218,7 +223,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             if jobs == Some(0) {
                 bail!("--jobs 0: need at least one thread");
             }
-            reproduce(&options, check, bless, expectations, format, out)
+            reproduce(&options, check, bless, expectations, report, format, out)
         }
         Command::Letter {
             device,
@@ -290,6 +295,7 @@ fn reproduce(
     check: bool,
     bless: bool,
     expectations: Option<std::path::PathBuf>,
+    report: Option<std::path::PathBuf>,
     format: ReproduceFormat,
     out: &mut Vec<u8>,
 ) -> Result<()> {
@@ -335,6 +341,14 @@ fn reproduce(
         }
         ReproduceFormat::Json => out.extend_from_slice(result.to_json().as_bytes()),
         ReproduceFormat::Markdown => out.extend_from_slice(result.to_markdown().as_bytes()),
+    }
+    if let Some(dir) = report {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("--report: creating {}", dir.display()))?;
+        let page = dir.join("reproduce.html");
+        std::fs::write(&page, elevator_scenario::html::reproduction_html(&result))
+            .with_context(|| format!("--report: writing {}", page.display()))?;
+        eprintln!("report: wrote {}", page.display());
     }
     if let Some(committed) = committed {
         let problems = committed.check(&result);

@@ -14,6 +14,7 @@
 mod builtin;
 mod error;
 mod host;
+pub mod html;
 pub mod letter;
 mod parse;
 pub mod reproduce;

@@ -73,6 +73,21 @@ fn every_table_holds_its_committed_verdict_and_the_readme_is_its_snapshot() {
         wide.join("\n")
     );
 
+    // The HTML report: one non-empty chart per table, a bar per figure.
+    let html = elevator_scenario::html::reproduction_html(&r);
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), r.tables.len());
+    for section in html.split("<section").skip(1) {
+        let figures = section.matches("<tr><td>").count();
+        assert!(figures > 0, "a table without rows:\n{section}");
+        assert!(
+            section.contains("<rect class=\"ours\""),
+            "a chart without our bars:\n{section}"
+        );
+    }
+    assert!(!html.contains("NaN"), "NaN in the report");
+    // Self-contained: nothing to fetch.
+    assert!(!html.contains("src=") && !html.contains("href="), "the report links out");
+
     // The README's tables are this run's.
     let readme = std::fs::read_to_string(README).expect("README.md");
     let (Some(b), Some(e)) = (readme.find(BEGIN), readme.find(END)) else {
