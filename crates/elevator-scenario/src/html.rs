@@ -42,7 +42,10 @@ fn chart(t: &Table) -> String {
     let (lo, hi) = if values.is_empty() {
         (1.0, 10.0)
     } else {
-        (10f64.powf(lo.log10().floor()), 10f64.powf(hi.log10().ceil().max(lo.log10().floor() + 1.0)))
+        (
+            10f64.powf(lo.log10().floor()),
+            10f64.powf(hi.log10().ceil().max(lo.log10().floor() + 1.0)),
+        )
     };
     let y = |v: f64| {
         let f = (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10());
@@ -92,7 +95,14 @@ fn chart(t: &Table) -> String {
         }
         if let Some(p) = &r.published {
             let text = format!("{} published: {}", r.label, p.text);
-            bar(x0 + BAR_W, (p.low + p.high) / 2.0, "published", "#a0a0a0", p.at_least, text);
+            bar(
+                x0 + BAR_W,
+                (p.low + p.high) / 2.0,
+                "published",
+                "#a0a0a0",
+                p.at_least,
+                text,
+            );
         }
         let _ = write!(
             svg,
@@ -157,7 +167,10 @@ pub fn reproduction_html(r: &Reproduction) -> String {
         let verdict = if !v.counts() {
             "no published figure to compare with".to_string()
         } else if v.pairs == 0 {
-            format!("published figures tie; {}/{} within 2×", v.within_2x, v.values)
+            format!(
+                "published figures tie; {}/{} within 2×",
+                v.within_2x, v.values
+            )
         } else {
             format!(
                 "{}/{} pairs in the published order; {}/{} within 2×",

@@ -86,7 +86,10 @@ fn every_table_holds_its_committed_verdict_and_the_readme_is_its_snapshot() {
     }
     assert!(!html.contains("NaN"), "NaN in the report");
     // Self-contained: nothing to fetch.
-    assert!(!html.contains("src=") && !html.contains("href="), "the report links out");
+    assert!(
+        !html.contains("src=") && !html.contains("href="),
+        "the report links out"
+    );
 
     // The README's tables are this run's.
     let readme = std::fs::read_to_string(README).expect("README.md");
