@@ -21,6 +21,7 @@ pub mod reproduce;
 mod result;
 mod run;
 pub mod startup;
+pub mod swarm;
 mod units;
 
 pub use builtin::{builtin, builtins};
