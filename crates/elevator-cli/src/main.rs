@@ -48,7 +48,13 @@ enum Command {
         /// bytes, restart_before_wakeup).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
-        /// Output format; `--output-format` as fio spells it (json: fio's JSON for job files).
+        /// Write the decision trace to FILE: one blkparse-like line per insert, merge,
+        /// dispatch (with the policy's reason), wait and completion, per policy.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<std::path::PathBuf>,
+        /// table: the comparison for a terminal; json: the stable schema of
+        /// docs/report-schema.md (fio's JSON for job files); csv: one row per policy and
+        /// job. `--output-format` as fio spells it.
         #[arg(long, visible_alias = "output-format", value_enum, default_value_t = Format::Table)]
         format: Format,
         /// For fio job files (`*.fio`): the simulator, or the io_uring runtime on a real target.
@@ -133,8 +139,54 @@ enum Command {
         #[command(subcommand)]
         action: DeviceCommand,
     },
+    /// Run every experiment with published figures (the 2003 benchmarks, the
+    /// 2016 BFQ letter on both devices, any scenario with a [published] table)
+    /// in parallel, and print ours beside theirs with a verdict per table.
+    Reproduce {
+        /// Only experiments whose name contains PATTERN (`morton-7`, `letter`).
+        #[arg(long, value_name = "PATTERN")]
+        only: Option<String>,
+        /// Threads to run on (default: one per core).
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
+        /// Tunable override for every run, POLICY.TUNABLE=VALUE or block.NAME=VALUE
+        /// (repeatable); shown under each table.
+        #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
+        set: Vec<String>,
+        /// Device profile name or TOML path for the scenarios (the letter keeps its own).
+        #[arg(long)]
+        device: Option<String>,
+        /// Fail (exit 1) when a table's verdict is worse than the committed expectations.
+        #[arg(long, conflicts_with = "bless")]
+        check: bool,
+        /// Rewrite the committed expectations with this run's verdicts.
+        #[arg(long)]
+        bless: bool,
+        /// The expectations file (default: scenarios/expected/reproduce.toml of the source tree).
+        #[arg(long, value_name = "FILE")]
+        expectations: Option<std::path::PathBuf>,
+        /// Also write DIR/reproduce.html: per table a bar chart (inline SVG) of ours
+        /// beside the published figures, the figures and the verdict; no network needed.
+        #[arg(long, value_name = "DIR")]
+        report: Option<std::path::PathBuf>,
+        /// table: text for a terminal; json: every table with its verdict; markdown: the
+        /// README's tables.
+        #[arg(long, value_enum, default_value_t = ReproduceFormat::Table)]
+        format: ReproduceFormat,
+    },
     /// List policies, device profiles and built-in scenarios, one per line.
-    List,
+    List {
+        /// Also print each policy's tunables (kernel name, default, unit, meaning) and
+        /// the block layer's settings, as `--set` takes them.
+        #[arg(long)]
+        tunables: bool,
+    },
+    /// Show one policy: what it is, what it honours, and its tunables with kernel
+    /// name, default, unit and meaning.
+    Show {
+        /// A policy name or alias (`elevator list`).
+        policy: String,
+    },
     /// Swarm testing: run random scenarios (policy and tunables, device, direct
     /// jobs, host processes, groups, faults) under the invariant checker and
     /// print each failure's seed and scenario file.
@@ -225,6 +277,13 @@ impl TraceArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ReproduceFormat {
+    Table,
+    Json,
+    Markdown,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Format {
     #[value(alias = "normal")]
     Table,
@@ -247,6 +306,10 @@ fn main() -> ExitCode {
     let mut out = Vec::new();
     let status = match execute(cli, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<CheckFailed>() => {
+            eprintln!("elevator: {e}");
+            ExitCode::from(CHECK_FAILED)
+        }
         Err(e) => {
             eprintln!("elevator: {e:#}");
             ExitCode::from(2)
@@ -262,9 +325,56 @@ fn main() -> ExitCode {
     }
 }
 
+/// Exit status of a `reproduce --check` that found a table worse than committed.
+const CHECK_FAILED: u8 = 1;
+
+/// A failed check: the output is printed, the status says so.
+#[derive(Debug)]
+struct CheckFailed;
+
+impl std::fmt::Display for CheckFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reproduce --check: some tables are worse than the committed expectations")
+    }
+}
+
+impl std::error::Error for CheckFailed {}
+
 fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
     match cli.command {
-        Command::List => list(out),
+        Command::List { tunables } => list(out, tunables),
+        Command::Show { policy } => {
+            let t = elevator_sched::find(&policy).ok_or_else(|| {
+                let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
+                anyhow!(
+                    "show: unknown policy {policy:?} (known: {})",
+                    known.join(", ")
+                )
+            })?;
+            show_policy(out, t)
+        }
+        Command::Reproduce {
+            only,
+            jobs,
+            set,
+            device,
+            check,
+            bless,
+            expectations,
+            report,
+            format,
+        } => {
+            let options = elevator_scenario::reproduce::ReproduceOptions {
+                only,
+                jobs: jobs.unwrap_or(0),
+                tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                device,
+            };
+            if jobs == Some(0) {
+                bail!("--jobs 0: need at least one thread");
+            }
+            reproduce(&options, check, bless, expectations, report, format, out)
+        }
         Command::Swarm {
             seed,
             runs,
@@ -405,6 +515,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             device,
             seed,
             set,
+            trace,
             format,
             engine,
             target,
@@ -441,9 +552,14 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 device,
                 seed,
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                trace: trace.is_some(),
                 check,
             };
             let report = run_with_progress(&scenario, &options)?;
+            if let Some(path) = trace {
+                std::fs::write(&path, report.trace_text())
+                    .with_context(|| format!("--trace: writing {}", path.display()))?;
+            }
             let text = match format {
                 Format::Table => report.to_table(),
                 Format::Json => report.to_json(),
@@ -536,6 +652,93 @@ fn chart(
         out.push_str(&format!("{label:<20} {:<60} {v:.3}\n", "#".repeat(bars)));
     }
     out
+}
+/// `elevator reproduce`: run, print, then check or bless.
+fn reproduce(
+    options: &elevator_scenario::reproduce::ReproduceOptions,
+    check: bool,
+    bless: bool,
+    expectations: Option<std::path::PathBuf>,
+    report: Option<std::path::PathBuf>,
+    format: ReproduceFormat,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    use elevator_scenario::reproduce::{self, Expectations};
+    let path = expectations.unwrap_or_else(|| reproduce::EXPECTATIONS.into());
+    let shown = path.display().to_string();
+    let read_expectations = || -> Result<Expectations> {
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {shown}"))?;
+        Ok(Expectations::parse(&shown, &text)?)
+    };
+    // Read before the long run, so that a bad file fails at once.
+    let committed = if check {
+        Some(read_expectations()?)
+    } else {
+        None
+    };
+
+    let interactive = std::io::stderr().is_terminal();
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+    if interactive {
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} runs, {elapsed} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    // Wall-clock time is reported beside the results, never in them.
+    #[allow(clippy::disallowed_methods)]
+    let started = std::time::Instant::now();
+    let result = reproduce::reproduce(options, &|done, total, what| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(what.to_string());
+    })?;
+    let wall = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    match format {
+        ReproduceFormat::Table => {
+            out.extend_from_slice(result.to_text().as_bytes());
+            writeln!(out, "wall time {wall:.1} s on {} threads", result.jobs)?;
+        }
+        ReproduceFormat::Json => out.extend_from_slice(result.to_json().as_bytes()),
+        ReproduceFormat::Markdown => out.extend_from_slice(result.to_markdown().as_bytes()),
+    }
+    if let Some(dir) = report {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("--report: creating {}", dir.display()))?;
+        let page = dir.join("reproduce.html");
+        std::fs::write(&page, elevator_scenario::html::reproduction_html(&result))
+            .with_context(|| format!("--report: writing {}", page.display()))?;
+        eprintln!("report: wrote {}", page.display());
+    }
+    if let Some(committed) = committed {
+        let problems = committed.check(&result);
+        for p in &problems {
+            eprintln!("check: {p}");
+        }
+        if !problems.is_empty() {
+            return Err(CheckFailed.into());
+        }
+        eprintln!(
+            "check: {} tables no worse than {shown}",
+            result.tables.len()
+        );
+    }
+    if bless {
+        // A partial run (`--only`) keeps the other tables' verdicts.
+        let mut all = if path.exists() {
+            read_expectations()?
+        } else {
+            Expectations::default()
+        };
+        all.update(Expectations::of(&result));
+        std::fs::write(&path, all.to_toml()).with_context(|| format!("writing {shown}"))?;
+        eprintln!("bless: wrote {} tables to {shown}", result.tables.len());
+    }
+    Ok(())
 }
 
 /// `elevator swarm`: one line per failing run, a summary at the end.
@@ -659,7 +862,109 @@ fn run_with_progress(
     Ok(report)
 }
 
-fn list(out: &mut Vec<u8>) -> Result<()> {
+/// A policy's name, aliases, what it honours, and a table of its tunables.
+fn show_policy(out: &mut Vec<u8>, t: &elevator_sched::SchedulerType) -> Result<()> {
+    use elevator_metrics::text::{columns, wrap, WIDTH};
+    let aliases = if t.aliases.is_empty() {
+        String::new()
+    } else {
+        format!(" (also {})", t.aliases.join(", "))
+    };
+    writeln!(
+        out,
+        "{}",
+        wrap(&format!("{}{aliases}: {}", t.name, t.about), WIDTH, "")
+    )?;
+    if !t.honours.is_empty() {
+        writeln!(out, "  honours {}", t.honours.join(", "))?;
+    }
+    if t.tunables.is_empty() {
+        writeln!(out, "  no tunables")?;
+        return Ok(());
+    }
+    let mut rows = vec![["tunable", "default", "unit", "meaning"]
+        .map(String::from)
+        .to_vec()];
+    for k in t.tunables {
+        rows.push(vec![
+            k.name.to_string(),
+            k.default.to_string(),
+            k.unit.to_string(),
+            k.about.to_string(),
+        ]);
+    }
+    let mut text = String::new();
+    columns(&mut text, &rows);
+    out.extend_from_slice(text.as_bytes());
+    Ok(())
+}
+
+/// The block layer's settings `--set block.NAME=VALUE` takes, with the
+/// 2.6 preset's defaults.
+fn show_block(out: &mut Vec<u8>) -> Result<()> {
+    use elevator_metrics::text::columns;
+    let d = elevator_sim::EngineConfig::linux_26();
+    let rows: Vec<Vec<String>> = [
+        ["setting", "default", "unit", "meaning"].map(String::from),
+        [
+            "nr_requests".into(),
+            d.nr_requests[0].to_string(),
+            "requests".into(),
+            "request slots per direction before submitters sleep (BLKDEV_MAX_RQ)".into(),
+        ],
+        [
+            "batch_requests".into(),
+            d.batch_requests.to_string(),
+            "requests".into(),
+            "free slots needed before sleepers are woken (2.4: 32)".into(),
+        ],
+        [
+            "steal".into(),
+            u8::from(d.steal).to_string(),
+            "0/1".into(),
+            "new submitters may take a free slot while others sleep (2.4)".into(),
+        ],
+        [
+            "inflight_limit".into(),
+            "0".into(),
+            "bytes".into(),
+            "elevator-lowlatency: bytes queued and in flight before submitters wait; 0: none"
+                .into(),
+        ],
+        [
+            "max_sectors".into(),
+            "0".into(),
+            "bytes".into(),
+            "largest request below the device's own; 0: the device's (2.4 IDE: 64 KiB)".into(),
+        ],
+        [
+            "restart_before_wakeup".into(),
+            u8::from(d.restart_before_wakeup).to_string(),
+            "0/1".into(),
+            "a completion starts the next request before it wakes the submitter (2.4 IDE)".into(),
+        ],
+    ]
+    .into_iter()
+    .map(|r| r.to_vec())
+    .collect();
+    writeln!(
+        out,
+        "block layer (--set block.NAME=VALUE; [block] in a scenario)"
+    )?;
+    let mut text = String::new();
+    columns(&mut text, &rows);
+    out.extend_from_slice(text.as_bytes());
+    Ok(())
+}
+
+fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
+    if tunables {
+        for t in elevator_sched::registry() {
+            show_policy(out, t)?;
+            writeln!(out)?;
+        }
+        return show_block(out);
+    }
     for t in elevator_sched::registry() {
         let honours = if t.honours.is_empty() {
             "-".to_string()

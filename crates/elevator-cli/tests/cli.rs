@@ -277,3 +277,36 @@ fn validate_and_import_disksim_work_together() {
     assert!(out.contains("demerit (DiskSim's rms"), "{out}");
     std::fs::remove_file(out_path).unwrap();
 }
+#[test]
+fn reproduce_checks_one_experiment_against_the_committed_verdicts() {
+    let (code, out, err) = elevator(&["reproduce", "--only", "morton-2", "--check", "--jobs", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verdict: ordering matches"), "{out}");
+    assert!(
+        out.contains("summary: orderings matched 1/1 tables"),
+        "{out}"
+    );
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+    let (code, _, err) = elevator(&["reproduce", "--only", "no-such-table"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("matches no experiment"), "{err}");
+}
+
+#[test]
+fn list_tunables_and_show_print_kernel_names_defaults_units_and_meaning() {
+    let (code, out, err) = elevator(&["list", "--tunables"]);
+    assert_eq!(code, 0, "{err}");
+    for want in ["read_expire", "antic_expire", "slice_idle", "nr_requests"] {
+        assert!(out.contains(want), "missing {want} in\n{out}");
+    }
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+    let (code, out, _) = elevator(&["show", "deadline"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("fifo_batch") && out.contains("default"),
+        "{out}"
+    );
+    let (code, _, err) = elevator(&["show", "nosuch"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown policy"), "{err}");
+}

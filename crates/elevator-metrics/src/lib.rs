@@ -11,6 +11,7 @@
 pub mod fio;
 mod latency;
 mod report;
+pub mod text;
 
 pub use latency::LatencyStats;
 pub use report::{DeviceReport, GroupReport, JobReport, Report, ResultValue, RunReport};
@@ -88,6 +89,7 @@ impl JobStats {
             runtime_s: runtime,
             disk_time_s: self.disk_time.as_secs_f64(),
             group: None,
+            cut: false,
             lat_mean_ms: lat.mean().as_millis_f64(),
             lat_p50_ms: lat.quantile(0.50).as_millis_f64(),
             lat_p99_ms: lat.quantile(0.99).as_millis_f64(),

@@ -3,6 +3,7 @@
 //! The JSON form is a stable schema (see `docs/report-schema.md`): fields
 //! are only ever added, never renamed or removed.
 
+use crate::text::{columns, wrap, WIDTH};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,7 +13,26 @@ use std::fmt::Write as _;
 pub struct ResultValue {
     pub name: String,
     pub unit: String,
+    /// `NaN` when the run gave none (serialised as `null`).
     pub value: f64,
+    /// The value is a lower bound: a job it measures was cut by the time
+    /// limit before it finished.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+}
+
+impl ResultValue {
+    /// The value as a table prints it: `> 30.000` for a cut job, `n/a`
+    /// where there is none, never `NaN`.
+    pub fn text(&self) -> String {
+        if !self.value.is_finite() {
+            "n/a".into()
+        } else if self.cut {
+            format!("> {:.3}", self.value)
+        } else {
+            format!("{:.3}", self.value)
+        }
+    }
 }
 
 /// Per-job summary.
@@ -35,6 +55,10 @@ pub struct JobReport {
     /// The control group, when the scenario declares groups.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// A measured job the time limit cut before it finished: its
+    /// completion is unknown (after the run's end), not the end.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
     pub lat_mean_ms: f64,
     pub lat_p50_ms: f64,
     pub lat_p99_ms: f64,
@@ -90,6 +114,9 @@ pub struct RunReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
     pub tunables: BTreeMap<String, i64>,
+    /// The block layer's settings in force (`nr_requests`, ...), as text.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub block: BTreeMap<String, String>,
     pub result: ResultValue,
     /// The published figure for this policy, if the scenario cites one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -101,6 +128,9 @@ pub struct RunReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupReport>,
     pub jobs: Vec<JobReport>,
+    /// The engine's decision trace, when asked for (`--trace`).
+    #[serde(skip)]
+    pub trace: Option<String>,
 }
 
 /// A scenario run under one or more policies.
@@ -126,6 +156,16 @@ impl RunReport {
 impl Report {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("report serialises") + "\n"
+    }
+
+    /// Every run's decision trace, each after a `# policy NAME` line.
+    pub fn trace_text(&self) -> String {
+        let mut out = String::new();
+        for run in &self.runs {
+            let _ = writeln!(out, "# policy {}", run.label());
+            out.push_str(run.trace.as_deref().unwrap_or("# (not recorded)\n"));
+        }
+        out
     }
 
     /// One row per (policy, job).
@@ -172,117 +212,208 @@ impl Report {
         out
     }
 
-    /// The comparison table: the headline result per policy first, then
-    /// per-job figures.
+    /// The comparison table, within [`WIDTH`] columns: the headline result
+    /// per policy first, then per group, then one block of per-job figures
+    /// per run (job-specific figures on their own lines), then the
+    /// settings in force. A job cut by the time limit shows `> END`; a
+    /// missing figure shows `n/a`, never `NaN`.
     pub fn to_table(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "scenario  {}: {}", self.scenario, self.description);
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap(
+                &format!("{}: {}", self.scenario, self.description),
+                WIDTH,
+                "scenario  "
+            )
+        );
         let _ = writeln!(out, "device    {}    seed {}", self.device, self.seed);
         let Some(first) = self.runs.first() else {
             return out;
         };
         let _ = writeln!(out);
-        let _ = writeln!(out, "{} ({})", first.result.name, first.result.unit);
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap(
+                &format!("{} ({})", first.result.name, first.result.unit),
+                WIDTH,
+                ""
+            )
+        );
         let mut rows = vec![vec![
             "scheduler".to_string(),
             "result".to_string(),
-            "published".to_string(),
             "aggregate MB/s".to_string(),
             "simulated s".to_string(),
             "disk busy".to_string(),
             "seeks".to_string(),
+            "published".to_string(),
         ]];
         for run in &self.runs {
             rows.push(vec![
                 run.label(),
-                format!("{:.3}", run.result.value),
-                run.published.clone().unwrap_or_else(|| "-".into()),
+                run.result.text(),
                 format!("{:.1}", run.aggregate_mb_s),
                 format!("{:.2}", run.simulated_s),
                 format!("{:.0}%", run.device.utilization * 100.0),
                 run.device.seeks.to_string(),
+                run.published.clone().unwrap_or_else(|| "-".into()),
             ]);
         }
-        render(&mut out, &rows);
+        columns(&mut out, &rows);
 
         if self.runs.iter().any(|r| !r.groups.is_empty()) {
             let _ = writeln!(out);
-            let _ = writeln!(
-                out,
-                "per group: tasks | MB/s | IOPS | latency mean / max ms | disk time share"
-            );
-            let names: Vec<&str> = first.groups.iter().map(|g| g.name.as_str()).collect();
-            let mut rows = vec![std::iter::once("run".to_string())
-                .chain(names.iter().map(|n| n.to_string()))
-                .collect::<Vec<_>>()];
+            let _ = writeln!(out, "per group");
+            let mut rows = vec![[
+                "run",
+                "group",
+                "tasks",
+                "MB/s",
+                "IOPS",
+                "lat mean ms",
+                "lat max ms",
+                "disk share",
+            ]
+            .map(String::from)
+            .to_vec()];
             for run in &self.runs {
-                let mut row = vec![run.label()];
-                for name in &names {
-                    row.push(match run.groups.iter().find(|g| g.name == *name) {
-                        Some(g) => format!(
-                            "{} | {:.1} | {:.0} | {:.1} / {:.1} | {:.0}%",
-                            g.tasks,
-                            g.mb_s,
-                            g.iops,
-                            g.lat_mean_ms,
-                            g.lat_max_ms,
-                            g.disk_share * 100.0
-                        ),
-                        None => "-".into(),
-                    });
+                for g in &run.groups {
+                    rows.push(vec![
+                        run.label(),
+                        g.name.clone(),
+                        g.tasks.to_string(),
+                        format!("{:.1}", g.mb_s),
+                        format!("{:.0}", g.iops),
+                        format!("{:.1}", g.lat_mean_ms),
+                        format!("{:.1}", g.lat_max_ms),
+                        format!("{:.0}%", g.disk_share * 100.0),
+                    ]);
                 }
-                rows.push(row);
             }
-            render(&mut out, &rows);
+            columns(&mut out, &rows);
         }
 
-        // One column per run: past a handful of runs the per-job table
-        // stops being readable; the JSON has it all.
-        if self.runs.len() > 6 {
-            return out;
-        }
-        let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "per job: finished at s | MB/s | latency mean / p99 / max ms | % > 2 s"
-        );
-        let mut rows = vec![std::iter::once("job".to_string())
-            .chain(self.runs.iter().map(RunReport::label))
-            .collect::<Vec<_>>()];
-        let mut names: Vec<&str> = Vec::new();
-        for run in &self.runs {
-            for j in &run.jobs {
-                if !names.contains(&j.name.as_str()) {
-                    names.push(&j.name);
+        // Past a handful of runs the blocks stop being readable; say so.
+        if self.runs.len() > MAX_JOB_BLOCKS {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "per job: {} runs, more than {MAX_JOB_BLOCKS}; see --format json or csv",
+                self.runs.len()
+            );
+        } else {
+            for run in &self.runs {
+                let _ = writeln!(out);
+                let _ = writeln!(out, "per job, {}", run.label());
+                let mut rows = vec![[
+                    "job",
+                    "finished s",
+                    "MB/s",
+                    "lat mean ms",
+                    "p99 ms",
+                    "max ms",
+                    "% > 2 s",
+                ]
+                .map(String::from)
+                .to_vec()];
+                let mut extras = Vec::new();
+                for j in &run.jobs {
+                    let done = match j.completion_s {
+                        Some(c) => format!("{c:.2}"),
+                        None if j.cut => format!("> {:.2}", run.simulated_s),
+                        None => "-".into(),
+                    };
+                    rows.push(vec![
+                        j.name.clone(),
+                        done,
+                        format!("{:.1}", j.mb_s),
+                        format!("{:.1}", j.lat_mean_ms),
+                        format!("{:.1}", j.lat_p99_ms),
+                        format!("{:.1}", j.lat_max_ms),
+                        format!("{:.1}", j.pct_over_2s),
+                    ]);
+                    if !j.extra.is_empty() {
+                        let figures: Vec<String> = j
+                            .extra
+                            .iter()
+                            .map(|(k, v)| format!("{k} {}", figure(*v)))
+                            .collect();
+                        extras.push(wrap(&figures.join(", "), WIDTH, &format!("  {}: ", j.name)));
+                    }
+                }
+                columns(&mut out, &rows);
+                for e in extras {
+                    let _ = writeln!(out, "{e}");
                 }
             }
         }
-        for name in names {
-            let mut row = vec![name.to_string()];
-            for run in &self.runs {
-                let cell = match run.jobs.iter().find(|j| j.name == name) {
-                    Some(j) => {
-                        let done = j
-                            .completion_s
-                            .map(|c| format!("{c:.2}"))
-                            .unwrap_or_else(|| "-".into());
-                        let mut cell = format!(
-                            "{done} | {:.1} | {:.1} / {:.1} / {:.1} | {:.1}",
-                            j.mb_s, j.lat_mean_ms, j.lat_p99_ms, j.lat_max_ms, j.pct_over_2s
-                        );
-                        for (k, v) in &j.extra {
-                            let _ = write!(cell, " | {k} {v}");
-                        }
-                        cell
-                    }
-                    None => "-".into(),
+
+        let _ = writeln!(out);
+        let _ = writeln!(out, "settings in force");
+        let mut shown: Vec<(String, Vec<String>)> = Vec::new();
+        for run in &self.runs {
+            if !shown.iter().any(|(p, _)| *p == run.scheduler) {
+                let t: Vec<String> = run
+                    .tunables
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let t = if t.is_empty() {
+                    "(no tunables)".to_string()
+                } else {
+                    t.join(" ")
                 };
-                row.push(cell);
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    wrap(&t, WIDTH, &format!("  {}: ", run.scheduler))
+                );
+                shown.push((run.scheduler.clone(), Vec::new()));
             }
-            rows.push(row);
         }
-        render(&mut out, &rows);
+        // Block settings, once per distinct set, naming the runs that had it.
+        let mut blocks: Vec<(String, Vec<String>)> = Vec::new();
+        for run in &self.runs {
+            let b: Vec<String> = run.block.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let b = b.join(" ");
+            match blocks.iter_mut().find(|(s, _)| *s == b) {
+                Some((_, who)) => {
+                    if !who.contains(&run.scheduler) {
+                        who.push(run.scheduler.clone());
+                    }
+                }
+                None => blocks.push((b, vec![run.scheduler.clone()])),
+            }
+        }
+        for (b, who) in blocks.iter().filter(|(b, _)| !b.is_empty()) {
+            let prefix = if blocks.len() == 1 {
+                "  block: ".to_string()
+            } else {
+                format!("  block ({}): ", who.join(", "))
+            };
+            let _ = writeln!(out, "{}", wrap(b, WIDTH, &prefix));
+        }
         out
+    }
+}
+
+/// Runs past which the table leaves the per-job blocks to JSON and CSV.
+const MAX_JOB_BLOCKS: usize = 6;
+
+/// A job-specific figure: integers as such, others to four significant
+/// places, `n/a` for a non-number.
+fn figure(v: f64) -> String {
+    if !v.is_finite() {
+        "n/a".into()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
     }
 }
 
@@ -291,30 +422,5 @@ fn csv(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
-    }
-}
-
-/// Left-aligned columns separated by two spaces.
-fn render(out: &mut String, rows: &[Vec<String>]) {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            let pad = widths[c] - cell.chars().count();
-            line.push_str(cell);
-            if c + 1 < row.len() {
-                line.push_str(&" ".repeat(pad + 2));
-            }
-        }
-        let _ = writeln!(out, "  {}", line.trim_end());
     }
 }

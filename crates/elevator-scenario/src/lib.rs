@@ -14,9 +14,11 @@
 mod builtin;
 mod error;
 mod host;
+pub mod html;
 pub mod letter;
 mod parse;
 pub mod replay;
+pub mod reproduce;
 mod result;
 mod run;
 pub mod startup;

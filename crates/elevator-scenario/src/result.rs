@@ -126,6 +126,18 @@ impl ResultSpec {
         }
     }
 
+    /// Whether the headline value is only a lower bound: it is a job's
+    /// completion and a selected job had not finished when the run ended.
+    pub fn cut(&self, jobs: &[JobReport], measured: &[bool]) -> bool {
+        self.group.is_none()
+            && matches!(self.metric, Metric::Completion | Metric::FinishTime)
+            && jobs
+                .iter()
+                .zip(measured)
+                .filter(|(j, m)| self.selects(&j.name) && (self.job.is_some() || **m))
+                .any(|(j, _)| j.completion_s.is_none())
+    }
+
     /// The headline value of a run.
     pub fn evaluate(
         &self,

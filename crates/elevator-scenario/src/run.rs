@@ -19,6 +19,8 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// `(policy, tunable, value)` overrides on top of the scenario's.
     pub tunables: Vec<(String, String, i64)>,
+    /// Record each run's decision trace (`RunReport::trace`).
+    pub trace: bool,
     /// Run every policy through the invariant checker (always on in builds
     /// with debug assertions).
     pub check: bool,
@@ -72,13 +74,14 @@ pub fn run(
     let mut runs = Vec::new();
     for (variant, scenario) in &variants {
         for name in &schedulers {
-            let mut run = run_policy(
+            let mut run = run_policy_traced(
                 scenario,
                 name,
                 &device,
                 seed,
                 &options.tunables,
                 options.check,
+                options.trace,
             )?;
             run.variant = variant.clone();
             progress(&run);
@@ -114,6 +117,19 @@ pub fn run_policy(
     seed: u64,
     overrides: &[(String, String, i64)],
     check: bool,
+) -> Result<RunReport, ScenarioError> {
+    run_policy_traced(scenario, policy, device, seed, overrides, check, false)
+}
+
+/// [`run_policy`], recording the engine's decision trace when `trace`.
+fn run_policy_traced(
+    scenario: &Scenario,
+    policy: &str,
+    device: &str,
+    seed: u64,
+    overrides: &[(String, String, i64)],
+    check: bool,
+    trace: bool,
 ) -> Result<RunReport, ScenarioError> {
     let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
     let sched_type = elevator_sched::find(policy).ok_or_else(|| {
@@ -188,7 +204,11 @@ pub fn run_policy(
         seed,
         overrides,
     ));
+    if trace {
+        engine.enable_trace();
+    }
     let summary = engine.run(&mut mix);
+    let trace = engine.take_trace();
 
     let stats = mix.stats();
     let mut jobs: Vec<_> = stats.iter().map(|s| s.report(summary.end)).collect();
@@ -203,6 +223,10 @@ pub fn run_policy(
     let value = scenario
         .result
         .evaluate(&jobs, &measured, &groups, summary.end);
+    let cut = scenario.result.cut(&jobs, &measured);
+    for (j, m) in jobs.iter_mut().zip(&measured) {
+        j.cut = *m && j.completion_s.is_none();
+    }
     let end_s = summary.end.as_secs_f64();
     let busy_s = summary.device.busy_ns as f64 / 1e9;
     let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
@@ -214,10 +238,12 @@ pub fn run_policy(
             .iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect::<BTreeMap<_, _>>(),
+        block: block_settings(&config),
         result: ResultValue {
             name: scenario.result.name.clone(),
             unit: scenario.result.unit.clone(),
             value,
+            cut,
         },
         published: scenario.published.get(sched_type.name).cloned(),
         simulated_s: end_s,
@@ -238,7 +264,48 @@ pub fn run_policy(
             seek_distance_sectors: summary.device.seek_distance,
         },
         jobs,
+        trace,
     })
+}
+
+/// The block layer's settings as `--set block.NAME=VALUE` names them, and
+/// the time limit.
+fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
+    let size = |sectors: Option<u64>| match sectors {
+        None => "max".to_string(),
+        Some(s) => format!("{}k", s * SECTOR_SIZE / 1024),
+    };
+    let [reads, writes] = config.nr_requests;
+    let slots = |n: usize| {
+        if n == usize::MAX {
+            "max".to_string()
+        } else {
+            n.to_string()
+        }
+    };
+    let nr_requests = if reads == writes {
+        slots(reads)
+    } else {
+        format!("{}/{}", slots(reads), slots(writes))
+    };
+    BTreeMap::from([
+        ("nr_requests".to_string(), nr_requests),
+        ("batch_requests".into(), config.batch_requests.to_string()),
+        ("steal".into(), u8::from(config.steal).to_string()),
+        ("inflight_limit".into(), size(config.inflight_limit)),
+        (
+            "max_sectors".into(),
+            size(config.max_sectors.map(u64::from)),
+        ),
+        (
+            "restart_before_wakeup".into(),
+            u8::from(config.restart_before_wakeup).to_string(),
+        ),
+        (
+            "time_limit".into(),
+            format!("{}s", config.time_limit.as_secs_f64()),
+        ),
+    ])
 }
 
 /// What a failed check prints after the violation: the run, and the

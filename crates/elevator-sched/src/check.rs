@@ -671,6 +671,10 @@ impl Scheduler for Checked {
     fn check_invariants(&self) -> Result<(), String> {
         self.inner.check_invariants()
     }
+
+    fn dispatch_reason(&self) -> Option<&'static str> {
+        self.inner.dispatch_reason()
+    }
 }
 
 fn fnv(mut hash: u64, word: u64) -> u64 {

@@ -97,6 +97,15 @@ pub trait Scheduler: Send + std::fmt::Debug {
         None
     }
 
+    /// Why the last [`Scheduler::dispatch`] answered as it did, in the
+    /// kernel's words ("batch continue", "expired fifo", "anticipation
+    /// hit"), for the engine's decision trace. A policy keeps the reason in
+    /// a field it sets anyway, so the trace costs nothing when it is off.
+    /// Default: no reason given.
+    fn dispatch_reason(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Check the policy's own structure (the invariants its module docs
     /// state: BFQ's trees, CFQ's service trees, AS's state) and say what is
     /// broken. The checker ([`check::Checked`]) calls it after every call

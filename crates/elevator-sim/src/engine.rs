@@ -7,6 +7,13 @@ use elevator_sched::{CheckOptions, CheckReport, Checked, Dispatch, OnViolation, 
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::fmt::Write as _;
+
+/// The first lines of a decision trace.
+const TRACE_HEADER: &str = "\
+# time s           act rwbs  sector + sectors [task] why
+# I queued, M merged into a queued request, D dispatched, W policy waits, C completed
+";
 
 /// Requests per direction the block queue may hold (queued in the policy
 /// or in flight on the device) before submitters wait for a free slot: the
@@ -173,6 +180,9 @@ pub struct Engine {
     submitted: Vec<Request>,
     armed: Vec<(Instant, u64)>,
     exited: Vec<TaskId>,
+    /// The decision trace, when enabled: one line per insert, merge,
+    /// dispatch (with the policy's reason), wait and completion.
+    trace: Option<String>,
 }
 
 impl Engine {
@@ -212,6 +222,39 @@ impl Engine {
             submitted: Vec::new(),
             armed: Vec::new(),
             exited: Vec::new(),
+            trace: None,
+        }
+    }
+
+    /// Record the decision trace from now on (see [`Engine::take_trace`]).
+    pub fn enable_trace(&mut self) {
+        self.trace.get_or_insert_with(|| String::from(TRACE_HEADER));
+    }
+
+    /// The decision trace so far, blkparse-like: time, action (`I` queued,
+    /// `M` merged into a queued request, `D` dispatched, `W` policy waits,
+    /// `C` completed), direction (`R`, `W`, `S` for sync, `F` flush),
+    /// `sector + sectors`, `[task]`, and the policy's reason.
+    pub fn take_trace(&mut self) -> Option<String> {
+        self.trace.take()
+    }
+
+    fn trace_line(&mut self, action: char, request: &Request, why: &str) {
+        if let Some(t) = &mut self.trace {
+            let rwbs = match (request.op, request.sync) {
+                (Op::Read, _) => "R",
+                (Op::Write, true) => "WS",
+                (Op::Write, false) => "W",
+                (Op::Flush, _) => "F",
+            };
+            let _ = writeln!(
+                t,
+                "{:>15.9}  {action}  {rwbs:<2} {:>10} + {:<4} [{}] {why}",
+                self.now.as_secs_f64(),
+                request.sector,
+                request.sectors,
+                request.task.0
+            );
         }
     }
 
@@ -442,9 +485,18 @@ impl Engine {
         request.arrival = self.now;
         self.sectors_allocated += u64::from(request.sectors);
         let before = self.sched.queued();
+        let traced = self.trace.is_some().then(|| request.clone());
         self.sched.insert(request, self.now);
         // A merge takes no new slot; coalescing two queued requests frees one.
         let after = self.sched.queued();
+        if let Some(r) = traced {
+            let (action, why) = if after > before {
+                ('I', "")
+            } else {
+                ('M', "merged")
+            };
+            self.trace_line(action, &r, why);
+        }
         // Coalescing two queued requests frees a slot of this direction,
         // so the count can fall, never below zero.
         self.allocated[dir] = match (self.allocated[dir] + after).checked_sub(before) {
@@ -463,6 +515,10 @@ impl Engine {
         while self.device.in_flight() < depth {
             match self.sched.dispatch(self.now) {
                 Dispatch::Request(request) => {
+                    if self.trace.is_some() {
+                        let why = self.sched.dispatch_reason().unwrap_or("");
+                        self.trace_line('D', &request, why);
+                    }
                     self.device.submit(&request, self.now);
                     let id = request.id;
                     if self.in_flight.insert(id, (request, self.now)).is_some() {
@@ -476,7 +532,20 @@ impl Engine {
                             self.sched.name()
                         ));
                     }
-                    self.sched_wake = Some(until);
+                    let wake = Some(until);
+                    if self.trace.is_some() && self.sched_wake != wake {
+                        let why = self.sched.dispatch_reason().unwrap_or("");
+                        let until = if until == Instant::NEVER {
+                            "a completion".to_string()
+                        } else {
+                            format!("{:.9}", until.as_secs_f64())
+                        };
+                        let now = self.now.as_secs_f64();
+                        if let Some(t) = &mut self.trace {
+                            let _ = writeln!(t, "{now:>15.9}  W  until {until}: {why}");
+                        }
+                    }
+                    self.sched_wake = wake;
                     return;
                 }
                 Dispatch::Empty => {
@@ -495,6 +564,9 @@ impl Engine {
             ))
         };
         self.sched.complete(&request, self.now);
+        if self.trace.is_some() {
+            self.trace_line('C', &request, "");
+        }
         let dir = dir_of(&request);
         let Some(slots) = self.allocated[dir].checked_sub(1) else {
             self.bug(format_args!("{request} completed with no slot allocated"))

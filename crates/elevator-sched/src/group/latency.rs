@@ -282,6 +282,10 @@ impl Scheduler for LatencyLimiter {
     fn check_invariants(&self) -> Result<(), String> {
         self.inner.check_invariants()
     }
+
+    fn dispatch_reason(&self) -> Option<&'static str> {
+        self.inner.dispatch_reason()
+    }
 }
 
 #[cfg(test)]

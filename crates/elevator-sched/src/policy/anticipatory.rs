@@ -339,6 +339,10 @@ impl Direction {
 /// The anticipatory policy.
 #[derive(Debug)]
 pub struct Anticipatory {
+    /// Why the last dispatch answered as it did (the decision trace).
+    reason: &'static str,
+    /// How the last anticipation ended, told by the next dispatch.
+    antic_end: &'static str,
     dirs: [Direction; 2],
     fifo_expire: [Duration; 2],
     batch_expire: [Duration; 2],
@@ -406,6 +410,8 @@ impl Anticipatory {
             current_write_count: 0,
             write_batch_idled: false,
             antic_status: AnticStatus::Off,
+            reason: "",
+            antic_end: "",
             antic_start: Instant::ZERO,
             antic_task: None,
             ioc_finished: false,
@@ -568,6 +574,7 @@ impl Anticipatory {
     fn tick(&mut self, now: Instant) {
         if self.antic_status == AnticStatus::WaitNext && now >= self.antic_deadline() {
             self.antic_status = AnticStatus::Finished;
+            self.antic_end = "anticipation timed out";
             let task = self.antic_task.expect("anticipating a task");
             if self
                 .tasks
@@ -811,6 +818,11 @@ impl Anticipatory {
             AnticStatus::WaitReq | AnticStatus::WaitNext
         ) && self.can_break_anticipation(Some(&rq), now)
         {
+            self.antic_end = if Some(rq.task) == self.antic_task {
+                "anticipation hit"
+            } else {
+                "anticipation broken by another task"
+            };
             self.antic_stop();
         }
     }
@@ -876,12 +888,14 @@ impl Scheduler for Anticipatory {
             self.antic_status,
             AnticStatus::WaitReq | AnticStatus::WaitNext
         ) {
+            self.reason = "anticipating";
             return self.antic_wait_answer();
         }
         if self.changed_batch {
             // The old batch is still on the device; its last completion
             // starts the new one.
             debug_assert!(self.nr_dispatched > 0);
+            self.reason = "batch change, old batch draining";
             return Dispatch::Wait {
                 until: Instant::NEVER,
             };
@@ -897,6 +911,7 @@ impl Scheduler for Anticipatory {
                     fifo_due = true;
                 } else if self.can_anticipate(next, now) {
                     self.antic_wait();
+                    self.reason = "anticipation starts";
                     return self.antic_wait_answer();
                 }
             }
@@ -905,6 +920,7 @@ impl Scheduler for Anticipatory {
                     self.current_batch_expires = now + self.batch_expire[SYNC];
                 }
                 chosen = next;
+                self.reason = "batch continue";
             }
         }
 
@@ -929,18 +945,25 @@ impl Scheduler for Anticipatory {
             }
             chosen = self.dirs[self.batch_dir].fifo_head().map(|(_, id)| id);
             self.last_check_fifo[self.batch_dir] = now;
+            self.reason = if self.batch_dir == SYNC {
+                "read batch start, fifo head"
+            } else {
+                "write batch start, fifo head"
+            };
         }
 
         // An expired request is served first.
         let dir = self.batch_dir;
         if fifo_due || self.fifo_expired(dir, now) {
             chosen = self.dirs[dir].fifo_head().map(|(_, id)| id);
+            self.reason = "expired fifo";
         }
         let id = chosen.expect("the batch direction has requests");
 
         if self.changed_batch {
             debug_assert!(!self.new_batch);
             if self.nr_dispatched > 0 {
+                self.reason = "batch change, old batch draining";
                 return Dispatch::Wait {
                     until: Instant::NEVER,
                 };
@@ -952,7 +975,18 @@ impl Scheduler for Anticipatory {
             }
             self.changed_batch = false;
         }
+        // The first dispatch after anticipation ended says how it ended.
+        if !self.antic_end.is_empty() {
+            if self.reason == "batch continue" {
+                self.reason = self.antic_end;
+            }
+            self.antic_end = "";
+        }
         Dispatch::Request(self.move_to_dispatch(dir, id))
+    }
+
+    fn dispatch_reason(&self) -> Option<&'static str> {
+        Some(self.reason)
     }
 
     fn complete(&mut self, request: &Request, now: Instant) {

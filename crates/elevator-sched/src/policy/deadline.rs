@@ -240,6 +240,8 @@ pub struct Deadline {
     starved: u32,
     /// End of the last dispatched request (for inspection and tests).
     last_sector: Sector,
+    /// Why the last dispatch chose its request (the decision trace).
+    reason: &'static str,
 }
 
 impl Deadline {
@@ -261,6 +263,7 @@ impl Deadline {
             batching: 0,
             starved: 0,
             last_sector: 0,
+            reason: "",
         }
     }
 
@@ -315,6 +318,7 @@ impl Scheduler for Deadline {
         if self.batching < self.fifo_batch {
             for dir in [WRITE, READ] {
                 if let Some(id) = self.live_next(dir) {
+                    self.reason = "batch continue";
                     return Dispatch::Request(self.move_request(dir, id));
                 }
             }
@@ -335,8 +339,18 @@ impl Scheduler for Deadline {
         //    sweep has nowhere to go on.
         let head = self.dirs[dir].fifo_head().expect("direction has requests");
         let place = match self.live_next(dir) {
-            Some(next) if head.deadline > now => next,
-            _ => head.place,
+            Some(next) if head.deadline > now => {
+                self.reason = "batch start, sector order";
+                next
+            }
+            Some(_) => {
+                self.reason = "batch start, expired fifo";
+                head.place
+            }
+            None => {
+                self.reason = "batch start, fifo head (sweep ended)";
+                head.place
+            }
         };
         self.batching = 0;
         Dispatch::Request(self.move_request(dir, place))
@@ -346,6 +360,10 @@ impl Scheduler for Deadline {
 
     fn queued(&self) -> usize {
         self.dirs[READ].sorted.len() + self.dirs[WRITE].sorted.len()
+    }
+
+    fn dispatch_reason(&self) -> Option<&'static str> {
+        Some(self.reason)
     }
 
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {

@@ -37,9 +37,9 @@
 
 use super::read::{TraceReader, TraceRecord};
 use crate::startup::TraceError;
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, RequestId, TaskId, SECTOR_SIZE};
 use elevator_metrics::{JobStats, LatencyStats};
-use elevator_core::{BlockIo, Completion, Io, Workload};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::io::BufRead;
