@@ -39,11 +39,13 @@
 
 mod completions;
 mod hdd;
+mod input;
 mod profile;
 mod sdcard;
 mod ssd;
 
-pub use profile::{builtin_profiles, open, parse, ProfileError};
+pub use input::read_input;
+pub use profile::{builtin_profiles, open, parse, ProfileError, MAX_PROFILE_BYTES};
 
 use elevator_core::{Instant, QueueLimits, Request, RequestId};
 

@@ -24,6 +24,6 @@ mod units;
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
 pub use host::{FileKind, FileSetSpec, HostSpec, ProcKind, ProcessSpec};
-pub use parse::{JobTemplate, Scenario, Sweep};
+pub use parse::{JobTemplate, Scenario, Sweep, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS};
 pub use run::{apply_block, run, run_one, RunOptions};
 pub use units::{parse_duration, parse_size};
