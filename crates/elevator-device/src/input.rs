@@ -30,9 +30,11 @@ pub fn read_input(path: &Path, max: usize) -> std::io::Result<String> {
         ));
     }
     String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
         Error::new(
             ErrorKind::InvalidData,
-            format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+            format!("line {line}: not UTF-8 text (byte {at})"),
         )
     })
 }

@@ -676,11 +676,13 @@ fn process(
         }
     };
     let bs = match size_of("bs", &p.bs)? {
-        Some(b) if b == 0 || b > 64 << 20 => {
+        // At least a sector: a buffer of a few bytes turns one file into
+        // hundreds of millions of system calls to simulate.
+        Some(b) if !(SECTOR_SIZE..=64 << 20).contains(&b) => {
             return Err(cx.at(
                 p.bs.as_ref().expect("some"),
                 "process.bs",
-                "between 1 byte and 64m",
+                "between 512 bytes and 64m",
             ))
         }
         Some(b) => b,

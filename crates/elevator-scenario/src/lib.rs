@@ -13,6 +13,7 @@
 
 mod builtin;
 mod error;
+pub mod fuzzing;
 mod host;
 pub mod letter;
 mod parse;

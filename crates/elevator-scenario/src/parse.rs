@@ -552,11 +552,17 @@ fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
             Some(key),
             format!("the scenario has no `{key}` (a top-level key or table it needs)"),
         ),
+        // One line: TOML's longer messages go on with "expected ...".
         _ => ScenarioError {
             file: file.to_string(),
             line: at.map(|a| Lines::new(text).line(a)),
             key: at.and_then(|a| key_on_line(text, a)),
-            message,
+            message: message
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
         },
     }
 }
@@ -721,7 +727,15 @@ fn sweep(cx: &Ctx<'_>, sw: &RawSweep, jobs: &[JobTemplate]) -> Result<Sweep, Sce
         }
         _ => Err(ScenarioError::new(
             cx.file,
-            None,
+            [
+                sw.job.as_ref().map(|v| v.span().start),
+                sw.count.as_ref().map(|v| v.span().start),
+                sw.inflight_limit.as_ref().map(|v| v.span().start),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|at| cx.line(at)),
             Some("sweep"),
             "sweep either `job` with `count`, or `inflight_limit`",
         )),
