@@ -781,6 +781,24 @@ mod tests {
     }
 
     #[test]
+    fn a_full_file_system_gives_enospc_and_keeps_what_fit() {
+        // Two groups: 256 MiB, a little less for data.
+        let mut fs = FileSystem::new(&FsParams::default(), 2 * (128 << 20) / 512, 1);
+        let f = fs.create(FileId::ROOT, Kind::File, 0).unwrap();
+        let err = fs.extend_to(f, 300 << 20, 0).unwrap_err();
+        assert_eq!(fs.free_blocks(), 0);
+        let got = fs.inode(f).nblocks() * fs.geo.block_size;
+        assert!(got > 200 << 20 && got < 256 << 20, "{got}");
+        assert_eq!(fs.size(f), got, "the size stops at the last block had");
+        assert!(!err.meta.is_empty(), "the indirect blocks allocated are returned");
+        // Nothing more fits: neither another block nor a new file.
+        assert_eq!(fs.extend_to(f, got + 4096, 0), Err(NoSpace { meta: Vec::new() }));
+        assert!(fs.create(FileId::ROOT, Kind::Dir, 0).is_err());
+        assert!(fs.create(FileId::ROOT, Kind::File, 0).is_err());
+        fs.check();
+    }
+
+    #[test]
     fn geometry_of_a_group() {
         let fs = small_fs();
         let g = &fs.geo;
