@@ -14,7 +14,8 @@ use std::time::Duration;
 const SKIP_SHARED: &str = "ELEVATOR_SKIP_SHARED";
 
 fn repros() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/mutation-fuzz/repros");
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/mutation-fuzz/repros");
     if dir.is_dir() {
         return Some(dir);
     }
@@ -93,8 +94,16 @@ fn runs_with_enospc(name: &str) {
 
 #[test]
 fn a_size_under_one_sector_is_an_error_not_an_empty_region() {
-    fails_cleanly("panic-empty-region.toml", "13: key `job.size`", "multiple of 512");
-    fails_cleanly("panic-empty-region-2.toml", "14: key `job.region`", "multiple of 512");
+    fails_cleanly(
+        "panic-empty-region.toml",
+        "13: key `job.size`",
+        "multiple of 512",
+    );
+    fails_cleanly(
+        "panic-empty-region-2.toml",
+        "14: key `job.region`",
+        "multiple of 512",
+    );
 }
 
 #[test]
@@ -104,7 +113,11 @@ fn a_one_nanosecond_period_is_refused_before_it_runs() {
 
 #[test]
 fn a_file_system_past_the_device_is_refused() {
-    fails_cleanly("silent-fs-past-device.toml", "10: key `host.fs_offset`", "past the device");
+    fails_cleanly(
+        "silent-fs-past-device.toml",
+        "10: key `host.fs_offset`",
+        "past the device",
+    );
 }
 
 #[test]
@@ -145,7 +158,8 @@ fn fifos_devices_and_huge_files_are_refused_without_reading_them() {
     }
     let huge = dir.join("huge.toml");
     let file = std::fs::File::create(&huge).unwrap();
-    file.set_len(elevator_scenario::MAX_SCENARIO_BYTES as u64 + 1).unwrap();
+    file.set_len(elevator_scenario::MAX_SCENARIO_BYTES as u64 + 1)
+        .unwrap();
     let (code, _, err) = elevator(&["run", huge.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("larger than"), "{err}");

@@ -699,7 +699,10 @@ fn shared_present(path: &std::path::Path) -> bool {
         return true;
     }
     if std::env::var(SKIP_SHARED).is_ok_and(|v| v == "1") {
-        println!("note: {} missing; skipped ({SKIP_SHARED}=1)", path.display());
+        println!(
+            "note: {} missing; skipped ({SKIP_SHARED}=1)",
+            path.display()
+        );
         return false;
     }
     panic!(

@@ -123,7 +123,8 @@ fn a_writer_above_dirty_ratio_blocks_until_writeback_frees_memory() {
         let mut host = common::host_on("ide-2003", 1, Some(params));
         let f = host
             .fs_mut()
-            .create(FileId::ROOT, elevator_host::fs::Kind::File, 1).unwrap();
+            .create(FileId::ROOT, elevator_host::fs::Kind::File, 1)
+            .unwrap();
         let row = host.add_row("dd", true);
         host.spawn(
             row,
@@ -253,7 +254,8 @@ fn same_seed_same_run() {
         let f = big_file(host.fs_mut(), FileId::ROOT, 20 << 20, 1).unwrap();
         let g = host
             .fs_mut()
-            .create(FileId::ROOT, elevator_host::fs::Kind::File, 1).unwrap();
+            .create(FileId::ROOT, elevator_host::fs::Kind::File, 1)
+            .unwrap();
         let row = host.add_row("cat", true);
         host.spawn(
             row,

@@ -22,7 +22,10 @@ pub fn scenario(data: &[u8]) {
     let Some(text) = text(data) else { return };
     if let Err(e) = Scenario::parse(FUZZ_FILE, text) {
         let shown = e.to_string();
-        assert!(shown.starts_with(FUZZ_FILE), "error without the file: {shown}");
+        assert!(
+            shown.starts_with(FUZZ_FILE),
+            "error without the file: {shown}"
+        );
         assert!(!shown.contains('\n'), "error over several lines: {shown}");
     }
 }
@@ -52,7 +55,10 @@ pub fn startup_trace(data: &[u8]) {
         }
         Err(e) => {
             let shown = e.to_string();
-            assert!(shown.starts_with(FUZZ_FILE), "error without the file: {shown}");
+            assert!(
+                shown.starts_with(FUZZ_FILE),
+                "error without the file: {shown}"
+            );
         }
     }
 }

@@ -321,7 +321,8 @@ impl Scenario {
             Some(d) => {
                 // Opened here so that a bad name or profile is blamed on
                 // this line, not on the command line at run time.
-                elevator_device::open(d.get_ref()).map_err(|e| cx.at(d, "device", e.to_string()))?;
+                elevator_device::open(d.get_ref())
+                    .map_err(|e| cx.at(d, "device", e.to_string()))?;
                 d.get_ref().clone()
             }
         };
@@ -344,6 +345,13 @@ impl Scenario {
                 for s in list {
                     let t = elevator_sched::find(s.get_ref())
                         .ok_or_else(|| cx.at(s, "schedulers", unknown_policy(s.get_ref())))?;
+                    if names.iter().any(|n| n == t.name) {
+                        return Err(cx.at(
+                            s,
+                            "schedulers",
+                            format!("{:?} is listed twice", s.get_ref()),
+                        ));
+                    }
                     names.push(t.name.to_string());
                 }
                 names
@@ -357,10 +365,7 @@ impl Scenario {
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
             let Some(t) = elevator_sched::find(policy) else {
-                let at = values
-                    .values()
-                    .next()
-                    .map(|v| cx.line(v.span().start));
+                let at = values.values().next().map(|v| cx.line(v.span().start));
                 return Err(ScenarioError::new(
                     file,
                     at,
@@ -550,7 +555,9 @@ fn check_names_and_tasks(
             cx.file,
             at,
             Some("count"),
-            format!("{tasks} tasks in all (job and process instances, threads); at most {MAX_TASKS}"),
+            format!(
+                "{tasks} tasks in all (job and process instances, threads); at most {MAX_TASKS}"
+            ),
         ));
     }
     Ok(())
@@ -936,7 +943,10 @@ fn job(
             "a job needs `size` or `region` to know where it may go",
         ));
     }
-    for (v, raw, key) in [(size, &j.size, "job.size"), (region, &j.region, "job.region")] {
+    for (v, raw, key) in [
+        (size, &j.size, "job.size"),
+        (region, &j.region, "job.region"),
+    ] {
         if let (Some(0), Some(raw)) = (v, raw) {
             return Err(cx.at(raw, key, "must not be zero"));
         }

@@ -176,6 +176,10 @@ fn nonsense_that_was_accepted_silently_is_an_error_at_its_line() {
             GOOD.replace("[result]", "schedulers = []\n\n[result]"),
             "my.toml:5: key `schedulers`",
         ),
+        (
+            GOOD.replace("[result]", "schedulers = [\"noop\", \"noop\"]\n\n[result]"),
+            "my.toml:5: key `schedulers`",
+        ),
         // A wake-up every nanosecond for an hour.
         (
             GOOD.replace("size = \"1m\"", "size = \"1m\"\nperiod = \"1us\""),
@@ -190,7 +194,10 @@ fn nonsense_that_was_accepted_silently_is_an_error_at_its_line() {
 
 #[test]
 fn a_missing_result_table_is_named_without_a_misleading_line() {
-    let text = GOOD.replace("[result]\nname = \"time\"\nunit = \"s\"\nmetric = \"completion\"\n", "");
+    let text = GOOD.replace(
+        "[result]\nname = \"time\"\nunit = \"s\"\nmetric = \"completion\"\n",
+        "",
+    );
     assert_eq!(
         err(&text),
         "my.toml: key `result`: the scenario has no `result` (a top-level key or table it needs)"
@@ -206,7 +213,10 @@ fn more_tasks_than_pid_max_are_refused() {
         ));
     }
     let e = err(&text);
-    assert!(e.contains("key `count`") && e.contains("at most 32768"), "{e}");
+    assert!(
+        e.contains("key `count`") && e.contains("at most 32768"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -237,10 +247,14 @@ files = "f"
     assert!(e.starts_with("my.toml:11: key `host.fs_offset`"), "{e}");
     let tester = host
         .replace("fs_offset = \"1000\"", "fs_offset = \"1m\"")
-        .replace("kind = \"cat\"", "kind = \"fsync-tester\"\ninterval = \"1ns\"");
+        .replace(
+            "kind = \"cat\"",
+            "kind = \"fsync-tester\"\ninterval = \"1ns\"",
+        );
     let e = err(&tester);
     assert!(e.starts_with("my.toml:19: key `process.interval`"), "{e}");
-    let startup = GOOD.to_string() + "\n[[startup]]\nname = \"x\"\ntrace = \"xterm\"\noffset = \"100\"\n";
+    let startup =
+        GOOD.to_string() + "\n[[startup]]\nname = \"x\"\ntrace = \"xterm\"\noffset = \"100\"\n";
     let e = err(&startup);
     assert!(e.starts_with("my.toml:19: key `startup.offset`"), "{e}");
     let twice = GOOD.to_string() + "\n[[startup]]\nname = \"reader\"\ntrace = \"xterm\"\n";

@@ -790,9 +790,15 @@ mod tests {
         let got = fs.inode(f).nblocks() * fs.geo.block_size;
         assert!(got > 200 << 20 && got < 256 << 20, "{got}");
         assert_eq!(fs.size(f), got, "the size stops at the last block had");
-        assert!(!err.meta.is_empty(), "the indirect blocks allocated are returned");
+        assert!(
+            !err.meta.is_empty(),
+            "the indirect blocks allocated are returned"
+        );
         // Nothing more fits: neither another block nor a new file.
-        assert_eq!(fs.extend_to(f, got + 4096, 0), Err(NoSpace { meta: Vec::new() }));
+        assert_eq!(
+            fs.extend_to(f, got + 4096, 0),
+            Err(NoSpace { meta: Vec::new() })
+        );
         assert!(fs.create(FileId::ROOT, Kind::Dir, 0).is_err());
         assert!(fs.create(FileId::ROOT, Kind::File, 0).is_err());
         fs.check();
