@@ -795,7 +795,7 @@ fn load(name: &str) -> Result<Scenario> {
         return Ok(s?);
     }
     let path = std::path::Path::new(name);
-    if !path.exists() {
+    if std::fs::metadata(path).is_err() {
         let known: Vec<&str> = elevator_scenario::builtins()
             .into_iter()
             .map(|(n, _)| n)
@@ -805,7 +805,8 @@ fn load(name: &str) -> Result<Scenario> {
             known.join(", ")
         );
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {name}"))?;
+    let text = elevator_device::read_input(path, elevator_scenario::MAX_SCENARIO_BYTES)
+        .with_context(|| format!("reading {name}"))?;
     Ok(Scenario::parse(name, &text)?)
 }
 

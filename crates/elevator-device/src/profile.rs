@@ -60,13 +60,16 @@ pub fn builtin_profiles() -> Vec<(&'static str, &'static str)> {
     BUILTINS.iter().map(|&(n, d, _)| (n, d)).collect()
 }
 
+/// The largest profile file read: the built-in ones are under 4 KiB.
+pub const MAX_PROFILE_BYTES: usize = 1 << 20;
+
 /// Build a device from a built-in profile name or a path to a `.toml`
 /// profile.
 pub fn open(name_or_path: &str) -> Result<Box<dyn Device>, ProfileError> {
     if let Some(&(name, _, text)) = BUILTINS.iter().find(|b| b.0 == name_or_path) {
         return parse(name, text);
     }
-    match std::fs::read_to_string(name_or_path) {
+    match crate::read_input(std::path::Path::new(name_or_path), MAX_PROFILE_BYTES) {
         Ok(text) => parse(name_or_path, &text),
         Err(source) => Err(ProfileError::NotFound {
             name: name_or_path.to_string(),

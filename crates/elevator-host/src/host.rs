@@ -45,14 +45,14 @@
 //! [`CPU_QUANTUM`]: crate::params::CPU_QUANTUM
 
 use crate::cache::{PageCache, PageState, CHUNK_PAGES};
-use crate::fs::{FileId, FileSystem, Kind};
+use crate::fs::{FileId, FileSystem, Kind, NoSpace};
 use crate::params::{
     HostParams, Readahead, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES,
     PAGE_SIZE, RATELIMIT_EXCEEDED_PAGES,
 };
 use crate::readahead::RaState;
 use crate::readahead24::Ra24;
-use crate::syscall::{BarrierId, Ctx, PipeId, Program, Ret, SysResult, Syscall};
+use crate::syscall::{BarrierId, Ctx, Errno, PipeId, Program, Ret, SysResult, Syscall};
 use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, RequestId, Sector, TaskId};
 use elevator_metrics::JobStats;
@@ -171,6 +171,8 @@ struct WriteOp {
     end: u64,
     inode_done: bool,
     throttle: Option<Throttle>,
+    /// The file system filled up: `end` was cut to what fit.
+    full: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -550,7 +552,10 @@ impl Host {
                         last: p.last,
                         stats: &mut self.rows[p.row].stats,
                     };
-                    p.program.next(&mut cx)
+                    match p.last.error() {
+                        Some(errno) => p.program.failed(errno, &mut cx),
+                        None => p.program.next(&mut cx),
+                    }
                 };
                 let sys = self.begin(pid, call, io.now());
                 let p = &mut self.procs[pid];
@@ -566,8 +571,19 @@ impl Host {
                     let latency = now.since(p.sys_start) + cpu;
                     p.cpu_debt += cpu;
                     p.last = SysResult { ret, latency };
-                    if let (Some(read), Ret::Bytes(n)) = (kind, ret) {
-                        self.rows[p.row].stats.record(read, n, latency);
+                    match (kind, ret) {
+                        (Some(read), Ret::Bytes(n)) => {
+                            self.rows[p.row].stats.record(read, n, latency);
+                        }
+                        // The report counts each error its process saw.
+                        (_, Ret::Err(errno)) => {
+                            *self.rows[p.row]
+                                .stats
+                                .extra
+                                .entry(errno.name().to_string())
+                                .or_default() += 1.0;
+                        }
+                        _ => {}
                     }
                 }
                 Step::Block => {
@@ -630,6 +646,7 @@ impl Host {
                     end: offset + len,
                     inode_done: false,
                     throttle: None,
+                    full: false,
                 })
             }
             Syscall::Fsync(file) => Sys::Sync(SyncOp {
@@ -1069,8 +1086,8 @@ impl Host {
             }
             let page = op.pos / PAGE_SIZE;
             let chunk_end = (page / CHUNK_PAGES + 1) * CHUNK_PAGES * PAGE_SIZE;
-            let stop = op.end.min(chunk_end);
-            let last = (stop - 1) / PAGE_SIZE;
+            let mut stop = op.end.min(chunk_end);
+            let mut last = (stop - 1) / PAGE_SIZE;
             let old_size = self.fs.size(file);
             let old_blocks = self.fs.inode(file).nblocks();
             // Mapping already-allocated blocks needs their indirect blocks.
@@ -1105,12 +1122,27 @@ impl Host {
             let now = io.now();
             if stop > old_size {
                 let colour = self.procs[pid].task.0;
-                let new_meta = self.fs.extend_to(file, stop, colour);
+                let (new_meta, full) = match self.fs.extend_to(file, stop, colour) {
+                    Ok(meta) => (meta, false),
+                    Err(NoSpace { meta }) => (meta, true),
+                };
                 for m in new_meta {
                     self.cache.dirty_range(FileId::BDEV, m, m + 1, now);
                 }
                 let ib = self.fs.inode_block(file);
                 self.cache.dirty_range(FileId::BDEV, ib, ib + 1, now);
+                if full {
+                    // Data goes only where blocks were had: the write ends
+                    // there, short, or fails with ENOSPC if nothing fit.
+                    let room = self.fs.inode(file).nblocks() * self.fs.geo.block_size;
+                    op.end = room.clamp(op.pos, op.end);
+                    op.full = true;
+                    stop = op.end;
+                    if stop <= op.pos {
+                        break;
+                    }
+                    last = (stop - 1) / PAGE_SIZE;
+                }
             }
             let n = self.cache.dirty_range(file, page, last + 1, now);
             self.stats.peak_dirty_pages = self.stats.peak_dirty_pages.max(self.cache.dirty());
@@ -1135,6 +1167,13 @@ impl Host {
             }
         }
         let n = op.end - op.start;
+        if op.full && n == 0 {
+            return Step::Done {
+                ret: Ret::Err(Errno::NoSpace),
+                cpu: self.params.syscall_cpu,
+                io: None,
+            };
+        }
         Step::Done {
             ret: Ret::Bytes(n),
             cpu: self.params.copy_cost(n),
@@ -1475,7 +1514,13 @@ impl Host {
                 let before = self.fs.inode(op.parent).nblocks();
                 let kind = if op.dir { Kind::Dir } else { Kind::File };
                 let colour = self.procs[pid].task.0;
-                let f = self.fs.create(op.parent, kind, colour);
+                let Ok(f) = self.fs.create(op.parent, kind, colour) else {
+                    return Step::Done {
+                        ret: Ret::Err(Errno::NoSpace),
+                        cpu: self.params.syscall_cpu,
+                        io: None,
+                    };
+                };
                 op.parent_grew = self.fs.inode(op.parent).nblocks() > before;
                 op.file = Some(f);
                 f

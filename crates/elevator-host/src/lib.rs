@@ -37,7 +37,7 @@ pub mod readahead;
 pub mod readahead24;
 pub mod syscall;
 
-pub use fs::{FileId, FileSystem};
+pub use fs::{FileId, FileSystem, NoSpace};
 pub use host::{Host, HostStats, Pid};
 pub use params::{HostParams, WritebackCharge};
-pub use syscall::{Ctx, Program, Ret, SysResult, Syscall};
+pub use syscall::{Ctx, Errno, Program, Ret, SysResult, Syscall};

@@ -75,6 +75,25 @@ pub enum Ret {
     File(FileId),
     /// An item from a pipe, or `None` at end of file.
     Item(Option<u64>),
+    /// The call failed.
+    Err(Errno),
+}
+
+/// Why a system call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Errno {
+    /// `ENOSPC`: a write or create found the file system full. Linux
+    /// returns the bytes that fit first (a short write), then this.
+    NoSpace,
+}
+
+impl Errno {
+    /// The name reports count it under (`enospc`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Errno::NoSpace => "enospc",
+        }
+    }
 }
 
 /// The previous call's outcome.
@@ -90,6 +109,13 @@ impl SysResult {
         match self.ret {
             Ret::Bytes(n) => n,
             _ => 0,
+        }
+    }
+
+    pub fn error(&self) -> Option<Errno> {
+        match self.ret {
+            Ret::Err(e) => Some(e),
+            _ => None,
         }
     }
 
@@ -118,4 +144,12 @@ pub struct Ctx<'a> {
 pub trait Program: std::fmt::Debug {
     /// The next system call.
     fn next(&mut self, cx: &mut Ctx<'_>) -> Syscall;
+
+    /// The next system call after the previous one failed with `errno`
+    /// (also in `cx.last`). By default the program exits, as `dd`, `cp`,
+    /// `tiotest` and the other tools modelled here do on `ENOSPC`.
+    fn failed(&mut self, errno: Errno, cx: &mut Ctx<'_>) -> Syscall {
+        let _ = (errno, cx);
+        Syscall::Exit
+    }
 }

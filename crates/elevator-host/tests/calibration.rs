@@ -14,7 +14,7 @@ fn one_kernel_tree_alone_reads_in_about_the_seeds_time() {
     let mut host = common::host_on("ide-2003", 1, None);
     let mut rng = Prng::derive(1, "tree");
     let shape = TreeShape::kernel_tree(&mut rng);
-    let top = place_tree(host.fs_mut(), FileId::ROOT, &shape, 300);
+    let top = place_tree(host.fs_mut(), FileId::ROOT, &shape, 300).unwrap();
     let row = host.add_row("tree-read", true);
     let pipe = host.new_pipe(find_cat::PIPE_NAMES);
     host.spawn(

@@ -20,7 +20,7 @@ fn data_reads(log: &[Seen]) -> Vec<&Seen> {
 #[test]
 fn readahead_window_grows_to_128k_and_stays_one_window_ahead() {
     let mut host = common::host_on("ide-2003", 1, None);
-    let f = big_file(host.fs_mut(), FileId::ROOT, 8 << 20, 1);
+    let f = big_file(host.fs_mut(), FileId::ROOT, 8 << 20, 1).unwrap();
     let row = host.add_row("cat", true);
     host.spawn(
         row,
@@ -80,7 +80,7 @@ fn eight_kib_readahead_gives_eight_kib_requests() {
         ..HostParams::default()
     };
     let mut host = common::host_on("ide-2003", 1, Some(params));
-    let f = big_file(host.fs_mut(), FileId::ROOT, 2 << 20, 1);
+    let f = big_file(host.fs_mut(), FileId::ROOT, 2 << 20, 1).unwrap();
     let row = host.add_row("cat", true);
     host.spawn(
         row,
@@ -123,7 +123,8 @@ fn a_writer_above_dirty_ratio_blocks_until_writeback_frees_memory() {
         let mut host = common::host_on("ide-2003", 1, Some(params));
         let f = host
             .fs_mut()
-            .create(FileId::ROOT, elevator_host::fs::Kind::File, 1);
+            .create(FileId::ROOT, elevator_host::fs::Kind::File, 1)
+            .unwrap();
         let row = host.add_row("dd", true);
         host.spawn(
             row,
@@ -250,10 +251,11 @@ fn fsync_returns_only_after_the_files_data_completed_on_the_device() {
 fn same_seed_same_run() {
     let once = || {
         let mut host = common::host_on("ide-2003", 7, None);
-        let f = big_file(host.fs_mut(), FileId::ROOT, 20 << 20, 1);
+        let f = big_file(host.fs_mut(), FileId::ROOT, 20 << 20, 1).unwrap();
         let g = host
             .fs_mut()
-            .create(FileId::ROOT, elevator_host::fs::Kind::File, 1);
+            .create(FileId::ROOT, elevator_host::fs::Kind::File, 1)
+            .unwrap();
         let row = host.add_row("cat", true);
         host.spawn(
             row,

@@ -24,7 +24,7 @@ fn cat(host: &mut Host, files: Vec<FileId>) -> usize {
 #[test]
 fn a_2_4_cat_ramps_up_to_two_64k_requests_per_window() {
     let mut host = common::host_on_24("ide-2003", 1);
-    let f = big_file(host.fs_mut(), FileId::ROOT, 8 << 20, 1);
+    let f = big_file(host.fs_mut(), FileId::ROOT, 8 << 20, 1).unwrap();
     cat(&mut host, vec![f]);
     let (summary, log) = common::run_24(&mut host, "ide-2003", 60);
     let sizes: Vec<u32> = log
@@ -62,7 +62,7 @@ fn the_last_partial_page_is_a_read_of_its_own_on_2_4() {
         } else {
             common::host_on("ide-2003", 1, Some(params))
         };
-        let f = big_file(host.fs_mut(), FileId::ROOT, 10 * 1024, 1);
+        let f = big_file(host.fs_mut(), FileId::ROOT, 10 * 1024, 1).unwrap();
         cat(&mut host, vec![f]);
         let (_, log) = if twenty_four {
             common::run_24(&mut host, "ide-2003", 10)
@@ -95,7 +95,7 @@ fn the_last_partial_page_is_a_read_of_its_own_on_2_4() {
 fn parallel_2_4_cats_take_turns_holding_the_disk() {
     let mut host = common::host_on_24("ide-2003", 1);
     let files: Vec<FileId> = (0..4)
-        .map(|i| big_file(host.fs_mut(), FileId::ROOT, 40 << 20, 300 + i))
+        .map(|i| big_file(host.fs_mut(), FileId::ROOT, 40 << 20, 300 + i).unwrap())
         .collect();
     let rows: Vec<usize> = files.iter().map(|&f| cat(&mut host, vec![f])).collect();
     let (summary, log) = common::run_24(&mut host, "ide-2003", 120);

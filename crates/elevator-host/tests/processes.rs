@@ -52,7 +52,7 @@ fn tiotest_fills_its_rate_and_latency_tables() {
 #[test]
 fn a_player_alone_misses_no_frame() {
     let mut host = common::host_on("ide-2003", 1, None);
-    let f = big_file(host.fs_mut(), FileId::ROOT, 64 << 20, 1);
+    let f = big_file(host.fs_mut(), FileId::ROOT, 64 << 20, 1).unwrap();
     let row = host.add_row("player", true);
     let program = Player::new(f, 16 << 10, Duration::from_millis(40), 250, 1, false);
     host.spawn(row, Box::new(program), Duration::ZERO, IoPrio::default());
@@ -71,8 +71,8 @@ fn fsync_tester_times_each_fsync_and_a_random_writer_makes_them_slower() {
     let mut results = Vec::new();
     for random_writer in [false, true] {
         let mut host = common::host_on("ide-2003", 1, None);
-        let f = host.fs_mut().create(FileId::ROOT, Kind::File, 1);
-        let rnd = big_file(host.fs_mut(), FileId::ROOT, 256 << 20, 1);
+        let f = host.fs_mut().create(FileId::ROOT, Kind::File, 1).unwrap();
+        let rnd = big_file(host.fs_mut(), FileId::ROOT, 256 << 20, 1).unwrap();
         let row = host.add_row("fsync-tester", true);
         let program = FsyncTester::new(f, 1 << 20, Duration::from_secs(4), Duration::from_secs(40));
         host.spawn(row, Box::new(program), Duration::ZERO, IoPrio::default());
@@ -108,7 +108,7 @@ fn fsync_tester_times_each_fsync_and_a_random_writer_makes_them_slower() {
 fn an_xterm_starts_in_about_a_second_on_an_idle_disk() {
     let mut host = common::host_on("ide-2003", 1, None);
     let mut rng = Prng::new(5);
-    let (_, ops) = xterm_startup(host.fs_mut(), FileId::ROOT, &mut rng, 1);
+    let (_, ops) = xterm_startup(host.fs_mut(), FileId::ROOT, &mut rng, 1).unwrap();
     let bytes: u64 = ops.iter().map(|o| o.len).sum();
     let row = host.add_row("xterm", true);
     host.spawn(
@@ -132,7 +132,7 @@ fn cp_a_copies_a_tree_and_sync_leaves_nothing_dirty() {
     let mut host = common::host_on("ide-2003", 1, None);
     let mut rng = Prng::new(2);
     let shape = TreeShape::kernel_tree(&mut rng);
-    let src = place_tree(host.fs_mut(), FileId::ROOT, &shape, 1);
+    let src = place_tree(host.fs_mut(), FileId::ROOT, &shape, 1).unwrap();
     let row = host.add_row("cp", true);
     host.spawn(
         row,

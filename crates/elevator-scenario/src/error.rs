@@ -44,13 +44,30 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-/// The 1-based line of byte offset `at` in `text`.
-pub(crate) fn line_of(text: &str, at: usize) -> usize {
-    text[..at.min(text.len())]
-        .bytes()
-        .filter(|&b| b == b'\n')
-        .count()
-        + 1
+/// Where each line of a text starts, so that the line of a byte offset is
+/// a binary search: a file of 50,000 jobs asks for 50,000 lines, and
+/// counting newlines from the top each time made parsing quadratic.
+#[derive(Debug)]
+pub(crate) struct Lines {
+    starts: Vec<usize>,
+}
+
+impl Lines {
+    pub(crate) fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        Lines { starts }
+    }
+
+    /// The 1-based line of byte offset `at`.
+    pub(crate) fn line(&self, at: usize) -> usize {
+        self.starts.partition_point(|&s| s <= at)
+    }
 }
 
 /// The key assigned on the line containing byte offset `at`, if the line
@@ -63,4 +80,18 @@ pub(crate) fn key_on_line(text: &str, at: usize) -> Option<String> {
     let (key, _) = line.split_once('=')?;
     let key = key.trim().trim_matches('"');
     (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_one_based_and_count_newlines_before_the_offset() {
+        let text = "a = 1\nb = 2\n\nc = 3";
+        let lines = Lines::new(text);
+        for (at, line) in [(0, 1), (5, 1), (6, 2), (12, 3), (13, 4), (17, 4), (99, 4)] {
+            assert_eq!(lines.line(at), line, "offset {at}");
+        }
+    }
 }

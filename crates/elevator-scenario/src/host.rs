@@ -189,6 +189,10 @@ pub struct ProcessSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostSpec {
     pub params: HostParams,
+    /// Lines of `host.fs_size` and `host.fs_offset`, for errors found when
+    /// the device is known.
+    pub fs_size_line: Option<usize>,
+    pub fs_offset_line: Option<usize>,
     /// Parameters for policies that run on another preset (`[presets]`).
     pub params_by_policy: BTreeMap<String, HostParams>,
     pub files: Vec<FileSetSpec>,
@@ -341,7 +345,7 @@ pub(crate) fn host_params(
         params.fs.size = Some(size);
     }
     if let Some(s) = &h.fs_offset {
-        params.fs.offset = cx.size(s, "host.fs_offset")?;
+        params.fs.offset = cx.sectors(s, "host.fs_offset")?;
     }
     if let Some(f) = &h.fragmentation {
         let x = *f.get_ref();
@@ -487,7 +491,7 @@ pub(crate) fn parse_host(
             .transpose()?;
         sets.push(FileSetSpec {
             name,
-            line: crate::error::line_of(cx.text, f.name.span().start),
+            line: cx.line(f.name.span().start),
             kind,
             count,
             within,
@@ -501,6 +505,8 @@ pub(crate) fn parse_host(
     }
     Ok(Some(HostSpec {
         params,
+        fs_size_line: h.fs_size.as_ref().map(|v| cx.line(v.span().start)),
+        fs_offset_line: h.fs_offset.as_ref().map(|v| cx.line(v.span().start)),
         params_by_policy: BTreeMap::new(),
         files: sets,
         processes: procs,
@@ -578,7 +584,7 @@ fn process(
             if !allowed(kind).contains(&key) {
                 return Err(ScenarioError::new(
                     cx.file,
-                    Some(crate::error::line_of(cx.text, span.start)),
+                    Some(cx.line(span.start)),
                     Some(&format!("process.{key}")),
                     format!(
                         "`{key}` does not apply to kind {kind:?} (it takes: {})",
@@ -670,11 +676,13 @@ fn process(
         }
     };
     let bs = match size_of("bs", &p.bs)? {
-        Some(b) if b == 0 || b > 64 << 20 => {
+        // At least a sector: a buffer of a few bytes turns one file into
+        // hundreds of millions of system calls to simulate.
+        Some(b) if !(SECTOR_SIZE..=64 << 20).contains(&b) => {
             return Err(cx.at(
                 p.bs.as_ref().expect("some"),
                 "process.bs",
-                "between 1 byte and 64m",
+                "between 512 bytes and 64m",
             ))
         }
         Some(b) => b,
@@ -775,7 +783,7 @@ fn process(
     };
     Ok(ProcessSpec {
         name,
-        line: crate::error::line_of(cx.text, p.name.span().start),
+        line: cx.line(p.name.span().start),
         count,
         kind: pk,
         start: match &p.start {
@@ -832,18 +840,25 @@ pub(crate) fn build_host(
         params.nr_requests = n.min(u32::MAX as usize) as u32;
     }
     let capacity: Sector = limits.capacity;
-    if let Some(size) = params.fs.size {
-        if params.fs.offset + size > capacity * SECTOR_SIZE {
-            return Err(ScenarioError::new(
-                file,
-                None,
-                Some("host.fs_size"),
-                format!(
-                    "the file system ends past the device ({} bytes)",
-                    capacity * SECTOR_SIZE
-                ),
-            ));
-        }
+    // The file system is at least one block group, wherever it starts.
+    let group_bytes = params.fs.blocks_per_group * params.fs.block_size;
+    let fs_bytes = params.fs.size.unwrap_or(group_bytes).max(group_bytes);
+    if params.fs.offset.saturating_add(fs_bytes) > capacity * SECTOR_SIZE {
+        let (key, line) = if params.fs.size.is_some() {
+            ("host.fs_size", spec.fs_size_line)
+        } else {
+            ("host.fs_offset", spec.fs_offset_line)
+        };
+        return Err(ScenarioError::new(
+            file,
+            line,
+            Some(key),
+            format!(
+                "a file system of {fs_bytes} bytes from byte {} ends past the device ({} bytes)",
+                params.fs.offset,
+                capacity * SECTOR_SIZE
+            ),
+        ));
     }
     let host_allocator = params.fs.allocator;
     let mut host = Host::new(params, capacity, seed, first_task);
@@ -858,11 +873,26 @@ pub(crate) fn build_host(
         let mut out = Vec::new();
         for i in 0..set.count {
             let fs = host.fs_mut();
+            let fs_bytes = fs.geo.blocks * fs.geo.block_size;
+            // The sets were on the disk before the run: if they do not fit,
+            // the scenario cannot start.
+            let full = |_| {
+                ScenarioError::new(
+                    file,
+                    Some(set.line),
+                    Some("files"),
+                    format!(
+                        "file set {:?} (instance {i}) does not fit: the file system of \
+                         {fs_bytes} bytes is full (see host.fs_size)",
+                        set.name
+                    ),
+                )
+            };
             fs.params.allocator = set.allocator.unwrap_or(files_allocator);
             let mut rng = Prng::derive(seed, &format!("files.{}.{i}", set.name));
             let p = match &set.kind {
                 FileKind::File { size } => {
-                    let f = gen::big_file(fs, parent, *size, pid);
+                    let f = gen::big_file(fs, parent, *size, pid).map_err(full)?;
                     Placed {
                         top: f,
                         files: vec![f],
@@ -870,7 +900,7 @@ pub(crate) fn build_host(
                     }
                 }
                 FileKind::Empty => {
-                    let f = fs.create(parent, Kind::File, pid);
+                    let f = fs.create(parent, Kind::File, pid).map_err(full)?;
                     Placed {
                         top: f,
                         files: vec![f],
@@ -878,7 +908,7 @@ pub(crate) fn build_host(
                     }
                 }
                 FileKind::Dir => {
-                    let d = fs.create(parent, Kind::Dir, pid);
+                    let d = fs.create(parent, Kind::Dir, pid).map_err(full)?;
                     Placed {
                         top: d,
                         files: Vec::new(),
@@ -887,7 +917,7 @@ pub(crate) fn build_host(
                 }
                 FileKind::KernelTree => {
                     let shape = TreeShape::kernel_tree(&mut rng);
-                    let top = gen::place_tree(fs, parent, &shape, pid);
+                    let top = gen::place_tree(fs, parent, &shape, pid).map_err(full)?;
                     Placed {
                         top,
                         files: gen::files_under(fs, top),
@@ -898,7 +928,7 @@ pub(crate) fn build_host(
                     let src = &placed[of];
                     let from = src[(i as usize).min(src.len() - 1)].top;
                     let shape = gen::shape_of(fs, from);
-                    let top = gen::place_tree(fs, parent, &shape, pid);
+                    let top = gen::place_tree(fs, parent, &shape, pid).map_err(full)?;
                     Placed {
                         top,
                         files: gen::files_under(fs, top),
@@ -906,7 +936,7 @@ pub(crate) fn build_host(
                     }
                 }
                 FileKind::App => {
-                    let (top, ops) = gen::xterm_startup(fs, parent, &mut rng, pid);
+                    let (top, ops) = gen::xterm_startup(fs, parent, &mut rng, pid).map_err(full)?;
                     Placed {
                         top,
                         files: gen::files_under(fs, top),

@@ -13,6 +13,7 @@
 
 mod builtin;
 mod error;
+pub mod fuzzing;
 mod host;
 pub mod html;
 pub mod letter;
@@ -29,6 +30,6 @@ pub mod validate;
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
 pub use host::{FileKind, FileSetSpec, HostSpec, ProcKind, ProcessSpec};
-pub use parse::{JobTemplate, Scenario, Sweep};
+pub use parse::{JobTemplate, Scenario, Sweep, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS};
 pub use run::{apply_block, run, run_one, run_policy, RunOptions};
 pub use units::{parse_duration, parse_size};

@@ -1,6 +1,6 @@
 //! The scenario file format and its validation.
 
-use crate::error::{key_on_line, line_of, ScenarioError};
+use crate::error::{key_on_line, Lines, ScenarioError};
 use crate::result::{Metric, Reduce, ResultSpec};
 use crate::units::{parse_duration, parse_size};
 use elevator_core::{
@@ -19,6 +19,22 @@ pub const DEFAULT_SCHEDULERS: &[&str] = &["noop", "deadline"];
 pub const DEFAULT_DEVICE: &str = "ide-2003";
 /// A run stops after this much simulated time unless the scenario says otherwise.
 pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(3600);
+
+/// The largest scenario file read: a few thousand jobs fit in a few
+/// hundred kilobytes, and a cap keeps `/dev/zero` or a log given by mistake
+/// from filling memory.
+pub const MAX_SCENARIO_BYTES: usize = 4 << 20;
+
+/// The most tasks (job instances, processes and their threads) a scenario
+/// may start: the kernel's default `pid_max` (`PID_MAX_DEFAULT`, 0x8000,
+/// include/linux/threads.h), so that a mistyped count fails at once
+/// instead of filling memory.
+pub const MAX_TASKS: u64 = 0x8000;
+
+/// The most wake-ups one periodic job or process may ask for over the time
+/// limit (`time_limit / period`): ten million ticks simulate in seconds,
+/// while `period = "1ns"` over an hour would never end.
+pub const MAX_TICKS: u64 = 10_000_000;
 
 type S<T> = Spanned<T>;
 
@@ -205,14 +221,18 @@ pub struct Scenario {
 /// Error helpers bound to one file's text.
 pub(crate) struct Ctx<'a> {
     pub(crate) file: &'a str,
-    pub(crate) text: &'a str,
+    pub(crate) lines: Lines,
 }
 
 impl Ctx<'_> {
+    /// The 1-based line of byte offset `at`.
+    pub(crate) fn line(&self, at: usize) -> usize {
+        self.lines.line(at)
+    }
     pub(crate) fn at<T>(&self, v: &S<T>, key: &str, message: impl Into<String>) -> ScenarioError {
         ScenarioError::new(
             self.file,
-            Some(line_of(self.text, v.span().start)),
+            Some(self.line(v.span().start)),
             Some(key),
             message,
         )
@@ -220,8 +240,47 @@ impl Ctx<'_> {
     pub(crate) fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
         parse_size(v.get_ref()).map_err(|m| self.at(v, key, m))
     }
+    /// A size that must be whole sectors: the block layer addresses
+    /// 512-byte sectors, and a remainder would be dropped without a word.
+    pub(crate) fn sectors(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
+        let bytes = self.size(v, key)?;
+        if bytes % SECTOR_SIZE != 0 {
+            return Err(self.at(
+                v,
+                key,
+                format!("{bytes} is not a multiple of 512 bytes (one sector)"),
+            ));
+        }
+        Ok(bytes)
+    }
     pub(crate) fn duration(&self, v: &S<String>, key: &str) -> Result<Duration, ScenarioError> {
         parse_duration(v.get_ref()).map_err(|m| self.at(v, key, m))
+    }
+    /// The period of something that wakes up every period until the time
+    /// limit: positive, and at most [`MAX_TICKS`] wake-ups in `time_limit`.
+    pub(crate) fn period(
+        &self,
+        v: &S<String>,
+        key: &str,
+        time_limit: Duration,
+    ) -> Result<Duration, ScenarioError> {
+        let d = self.duration(v, key)?;
+        if d == Duration::ZERO {
+            return Err(self.at(v, key, "must be positive"));
+        }
+        let ticks = time_limit.0 / d.0;
+        if ticks > MAX_TICKS {
+            return Err(self.at(
+                v,
+                key,
+                format!(
+                    "{ticks} wake-ups within the time limit of {:.3} s; at most {MAX_TICKS} \
+                     (lengthen the period or shorten time_limit)",
+                    time_limit.as_secs_f64()
+                ),
+            ));
+        }
+        Ok(d)
     }
     pub(crate) fn int(
         &self,
@@ -242,28 +301,59 @@ impl Ctx<'_> {
 impl Scenario {
     /// Parse and validate scenario `text` read from `file`.
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let raw: RawScenario = toml::from_str(text).map_err(|e| {
-            let at = e.span().map(|s| s.start);
-            ScenarioError {
-                file: file.to_string(),
-                line: at.map(|a| line_of(text, a)),
-                key: at.and_then(|a| key_on_line(text, a)),
-                message: e.message().trim().to_string(),
-            }
-        })?;
-        let cx = Ctx { file, text };
+        if text.len() > MAX_SCENARIO_BYTES {
+            return Err(ScenarioError::new(
+                file,
+                None,
+                None,
+                format!(
+                    "{} bytes: a scenario file is at most {MAX_SCENARIO_BYTES} bytes",
+                    text.len()
+                ),
+            ));
+        }
+        let raw: RawScenario = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+        let cx = Ctx {
+            file,
+            lines: Lines::new(text),
+        };
 
-        let device = raw
-            .device
-            .as_ref()
-            .map_or(DEFAULT_DEVICE.to_string(), |d| d.get_ref().clone());
+        let device = match &raw.device {
+            None => DEFAULT_DEVICE.to_string(),
+            Some(d) => {
+                // Opened here so that a bad name or profile is blamed on
+                // this line, not on the command line at run time.
+                elevator_device::open(d.get_ref())
+                    .map_err(|e| cx.at(d, "device", e.to_string()))?;
+                d.get_ref().clone()
+            }
+        };
         let schedulers = match &raw.schedulers {
             None => DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect(),
+            Some(list) if list.is_empty() => {
+                let line = text
+                    .lines()
+                    .position(|l| l.trim_start().starts_with("schedulers"))
+                    .map(|i| i + 1);
+                return Err(ScenarioError::new(
+                    file,
+                    line,
+                    Some("schedulers"),
+                    "an empty list: name at least one policy, or leave the key out for the defaults",
+                ));
+            }
             Some(list) => {
                 let mut names = Vec::new();
                 for s in list {
                     let t = elevator_sched::find(s.get_ref())
                         .ok_or_else(|| cx.at(s, "schedulers", unknown_policy(s.get_ref())))?;
+                    if names.iter().any(|n| n == t.name) {
+                        return Err(cx.at(
+                            s,
+                            "schedulers",
+                            format!("{:?} is listed twice", s.get_ref()),
+                        ));
+                    }
                     names.push(t.name.to_string());
                 }
                 names
@@ -277,10 +367,7 @@ impl Scenario {
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
             let Some(t) = elevator_sched::find(policy) else {
-                let at = values
-                    .values()
-                    .next()
-                    .map(|v| line_of(text, v.span().start));
+                let at = values.values().next().map(|v| cx.line(v.span().start));
                 return Err(ScenarioError::new(
                     file,
                     at,
@@ -304,13 +391,13 @@ impl Scenario {
         let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
         for j in &raw.job {
-            jobs.push(job(&cx, j, &groups)?);
+            jobs.push(job(&cx, j, &groups, time_limit)?);
         }
         let sweep = match &raw.sweep {
             None => None,
             Some(sw) => Some(sweep(&cx, sw, &jobs)?),
         };
-        let startups = crate::startup::validate(file, text, &raw.startup)?;
+        let startups = crate::startup::validate(&cx, &raw.startup)?;
         let mut host =
             crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process, &groups)?;
         // `[presets]`: a policy that runs on another kernel's host and block
@@ -341,6 +428,31 @@ impl Scenario {
                     t.name.to_string(),
                     crate::host::host_params(&cx, raw_host, Some(preset.get_ref()))?,
                 );
+            }
+        }
+        check_names_and_tasks(&cx, &raw, &jobs, host.as_ref(), &startups, &sweep)?;
+        if let Some(h) = &host {
+            for p in &h.processes {
+                let (period, key) = match &p.kind {
+                    crate::host::ProcKind::Player { period, .. } => (*period, "process.period"),
+                    crate::host::ProcKind::FsyncTester { interval, .. } => {
+                        (*interval, "process.interval")
+                    }
+                    _ => continue,
+                };
+                let ticks = time_limit.0 / period.0.max(1);
+                if period == Duration::ZERO || ticks > MAX_TICKS {
+                    return Err(ScenarioError::new(
+                        file,
+                        Some(p.line),
+                        Some(key),
+                        format!(
+                            "{} wake-ups within the time limit; a period is positive and \
+                             gives at most {MAX_TICKS}",
+                            ticks
+                        ),
+                    ));
+                }
             }
         }
         let measured_jobs = jobs.iter().filter(|j| !j.background).count();
@@ -385,6 +497,108 @@ impl Scenario {
         })
     }
 }
+
+/// Every job, process and start-up names its own report row, so names are
+/// unique across all three; and all of them together start at most
+/// [`MAX_TASKS`] tasks.
+fn check_names_and_tasks(
+    cx: &Ctx<'_>,
+    raw: &RawScenario,
+    jobs: &[JobTemplate],
+    host: Option<&crate::host::HostSpec>,
+    startups: &[crate::startup::StartupSpec],
+    sweep: &Option<Sweep>,
+) -> Result<(), ScenarioError> {
+    let mut seen = std::collections::HashSet::new();
+    let mut rows: Vec<(&str, usize, &str)> = Vec::new();
+    rows.extend(jobs.iter().map(|j| (j.name.as_str(), j.line, "job.name")));
+    if let Some(h) = host {
+        rows.extend(
+            h.processes
+                .iter()
+                .map(|p| (p.name.as_str(), p.line, "process.name")),
+        );
+    }
+    rows.extend(
+        startups
+            .iter()
+            .map(|s| (s.name.as_str(), s.line, "startup.name")),
+    );
+    for (name, line, key) in rows {
+        if !seen.insert(name) {
+            return Err(ScenarioError::new(
+                cx.file,
+                Some(line),
+                Some(key),
+                format!("{name:?} names an earlier job, process or start-up too"),
+            ));
+        }
+    }
+    let swept = |j: &JobTemplate| match sweep {
+        Some(Sweep::Count { job, counts }) if *job == j.name => {
+            counts.iter().copied().max().unwrap_or(j.count)
+        }
+        _ => j.count,
+    };
+    let mut tasks: u64 = jobs.iter().map(|j| u64::from(swept(j))).sum();
+    if let Some(h) = host {
+        for p in &h.processes {
+            let threads = match &p.kind {
+                crate::host::ProcKind::Tiotest { threads, .. } => u64::from(*threads),
+                _ => 2,
+            };
+            tasks += u64::from(p.count) * threads;
+        }
+    }
+    tasks += startups.len() as u64;
+    if tasks > MAX_TASKS {
+        let at = raw.job.first().map(|j| cx.line(j.name.span().start));
+        return Err(ScenarioError::new(
+            cx.file,
+            at,
+            Some("count"),
+            format!(
+                "{tasks} tasks in all (job and process instances, threads); at most {MAX_TASKS}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A TOML or shape error where TOML puts it, except a missing top-level
+/// table or key, which TOML places at the top of the file: that one is
+/// blamed on the key alone, with no line to mislead.
+fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
+    let message = e.message().trim().to_string();
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|m| m.strip_suffix('`'))
+        .filter(|m| TOP_LEVEL_REQUIRED.contains(m));
+    let at = e.span().map(|s| s.start);
+    match (missing, at) {
+        (Some(key), Some(0) | None) => ScenarioError::new(
+            file,
+            None,
+            Some(key),
+            format!("the scenario has no `{key}` (a top-level key or table it needs)"),
+        ),
+        // One line: TOML's longer messages go on with "expected ...".
+        _ => ScenarioError {
+            file: file.to_string(),
+            line: at.map(|a| Lines::new(text).line(a)),
+            key: at.and_then(|a| key_on_line(text, a)),
+            message: message
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
+        },
+    }
+}
+
+/// The top-level keys and tables every scenario has.
+const TOP_LEVEL_REQUIRED: &[&str] = &["name", "description", "result"];
 
 fn unknown_policy(name: &str) -> String {
     let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
@@ -592,7 +806,15 @@ fn sweep(cx: &Ctx<'_>, sw: &RawSweep, jobs: &[JobTemplate]) -> Result<Sweep, Sce
         }
         _ => Err(ScenarioError::new(
             cx.file,
-            None,
+            [
+                sw.job.as_ref().map(|v| v.span().start),
+                sw.count.as_ref().map(|v| v.span().start),
+                sw.inflight_limit.as_ref().map(|v| v.span().start),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|at| cx.line(at)),
             Some("sweep"),
             "sweep either `job` with `count`, or `inflight_limit`",
         )),
@@ -665,7 +887,12 @@ fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError
     Ok(tree)
 }
 
-fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, ScenarioError> {
+fn job(
+    cx: &Ctx<'_>,
+    j: &RawJob,
+    groups: &GroupTree,
+    time_limit: Duration,
+) -> Result<JobTemplate, ScenarioError> {
     let name = j.name.get_ref().clone();
     if name.is_empty() || name.contains(char::is_whitespace) {
         return Err(cx.at(&j.name, "job.name", "a job name is one word"));
@@ -686,6 +913,18 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
         }
     };
     let read_percent = match &j.rwmixread {
+        // As fio, which reads `rwmixread` only for mixed workloads; a
+        // reader or writer that names one was most likely meant as a mix.
+        Some(m) if default_mix != 50 => {
+            return Err(cx.at(
+                m,
+                "job.rwmixread",
+                format!(
+                    "applies to mixed workloads (rw, randrw), not rw = {:?}",
+                    j.rw.get_ref()
+                ),
+            ))
+        }
         Some(m) => cx.int(m, "job.rwmixread", 0, 100)? as u8,
         None => default_mix,
     };
@@ -700,7 +939,7 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
     let size = j
         .size
         .as_ref()
-        .map(|s| cx.size(s, "job.size"))
+        .map(|s| cx.sectors(s, "job.size"))
         .transpose()?;
     let runtime = j
         .runtime
@@ -710,7 +949,7 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
     let region = j
         .region
         .as_ref()
-        .map(|s| cx.size(s, "job.region"))
+        .map(|s| cx.sectors(s, "job.region"))
         .transpose()?;
     let background = j.background.unwrap_or(false);
     if size.is_none() && runtime.is_none() && !background {
@@ -727,14 +966,17 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
             "a job needs `size` or `region` to know where it may go",
         ));
     }
-    for (v, key) in [(size, "job.size"), (region, "job.region")] {
-        if v == Some(0) {
-            return Err(cx.at(&j.name, key, "must not be zero"));
+    for (v, raw, key) in [
+        (size, &j.size, "job.size"),
+        (region, &j.region, "job.region"),
+    ] {
+        if let (Some(0), Some(raw)) = (v, raw) {
+            return Err(cx.at(raw, key, "must not be zero"));
         }
     }
     Ok(JobTemplate {
         name,
-        line: line_of(cx.text, j.name.span().start),
+        line: cx.line(j.name.span().start),
         count: match &j.count {
             Some(c) => cx.int(c, "job.count", 1, 4096)? as u32,
             None => 1,
@@ -747,14 +989,14 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
         offset: j
             .offset
             .as_ref()
-            .map(|s| cx.size(s, "job.offset"))
+            .map(|s| cx.sectors(s, "job.offset"))
             .transpose()?
             .unwrap_or(0),
         region,
         offset_increment: j
             .offset_increment
             .as_ref()
-            .map(|s| cx.size(s, "job.offset_increment"))
+            .map(|s| cx.sectors(s, "job.offset_increment"))
             .transpose()?,
         iodepth: match &j.iodepth {
             Some(d) => cx.int(d, "job.iodepth", 1, 65536)? as u32,
@@ -789,10 +1031,7 @@ fn job(cx: &Ctx<'_>, j: &RawJob, groups: &GroupTree) -> Result<JobTemplate, Scen
         },
         period: match &j.period {
             None => None,
-            Some(p) => match cx.duration(p, "job.period")? {
-                Duration::ZERO => return Err(cx.at(p, "job.period", "must be positive")),
-                d => Some(d),
-            },
+            Some(p) => Some(cx.period(p, "job.period", time_limit)?),
         },
     })
 }

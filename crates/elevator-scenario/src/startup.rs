@@ -15,14 +15,17 @@
 //! and read when the scenario runs, so a scenario that names a missing
 //! trace parses but fails to run, naming the file it looked for.
 
-use crate::error::line_of;
-use crate::units::{parse_duration, parse_size};
+use crate::parse::Ctx;
+use crate::units::parse_duration;
 use crate::ScenarioError;
 use elevator_core::{Duration, QueueLimits, SECTOR_SIZE};
 use elevator_workload::{Part, StartupReplay, StartupTrace};
 use serde::Deserialize;
 use std::path::PathBuf;
 use toml::Spanned;
+
+/// The largest start-up trace read: the S suite's are under 300 KiB.
+pub const MAX_TRACE_BYTES: usize = 16 << 20;
 
 /// Environment variable naming another folder of start-up traces.
 pub const TRACES_ENV: &str = "ELEVATOR_TRACES";
@@ -76,7 +79,7 @@ pub fn trace_path(name_or_path: &str) -> PathBuf {
 /// Read and parse the trace a scenario names.
 pub fn load_trace(name_or_path: &str) -> Result<StartupTrace, String> {
     let path = trace_path(name_or_path);
-    let text = std::fs::read_to_string(&path)
+    let text = elevator_device::read_input(&path, MAX_TRACE_BYTES)
         .map_err(|e| format!("cannot read start-up trace {}: {e}", path.display()))?;
     StartupTrace::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
 }
@@ -91,13 +94,10 @@ pub(crate) fn check_think_scale(f: f64) -> Result<f64, String> {
 }
 
 pub(crate) fn validate(
-    file: &str,
-    text: &str,
+    cx: &Ctx<'_>,
     raw: &[RawStartup],
 ) -> Result<Vec<StartupSpec>, ScenarioError> {
-    let at = |v: &Spanned<String>, key: &str, m: String| {
-        ScenarioError::new(file, Some(line_of(text, v.span().start)), Some(key), m)
-    };
+    let at = |v: &Spanned<String>, key: &str, m: String| cx.at(v, key, m);
     let mut out = Vec::new();
     for s in raw {
         let name = s.name.get_ref();
@@ -120,23 +120,18 @@ pub(crate) fn validate(
             None => Duration::ZERO,
         };
         let offset = match &s.offset {
-            Some(v) => parse_size(v.get_ref()).map_err(|m| at(v, "startup.offset", m))?,
+            Some(v) => cx.sectors(v, "startup.offset")?,
             None => 0,
         };
         let think_scale = match &s.think_scale {
-            Some(v) => check_think_scale(*v.get_ref()).map_err(|m| {
-                ScenarioError::new(
-                    file,
-                    Some(line_of(text, v.span().start)),
-                    Some("startup.think_scale"),
-                    m,
-                )
-            })?,
+            Some(v) => {
+                check_think_scale(*v.get_ref()).map_err(|m| cx.at(v, "startup.think_scale", m))?
+            }
             None => 1.0,
         };
         out.push(StartupSpec {
             name: name.clone(),
-            line: line_of(text, s.name.span().start),
+            line: cx.line(s.name.span().start),
             trace: s.trace.get_ref().clone(),
             start,
             offset,

@@ -136,3 +136,128 @@ proptest! {
         }
     }
 }
+
+/// Issue 15: inputs that were accepted silently or blamed on the wrong
+/// place.
+#[test]
+fn nonsense_that_was_accepted_silently_is_an_error_at_its_line() {
+    let job2 = "\n[[job]]\nname = \"reader\"\nrw = \"read\"\nbs = \"4k\"\nsize = \"1m\"\n";
+    let cases = [
+        // fio ignores rwmixread for a pure reader; we refuse it.
+        (
+            GOOD.replace("rw = \"read\"", "rw = \"read\"\nrwmixread = 70"),
+            "my.toml:13: key `job.rwmixread`",
+        ),
+        // Sizes, offsets and regions are whole sectors.
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1m\"\noffset = \"1000\""),
+            "my.toml:15: key `job.offset`",
+        ),
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1m\"\nregion = \"511\""),
+            "my.toml:15: key `job.region`",
+        ),
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1\""),
+            "my.toml:14: key `job.size`",
+        ),
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1m\"\noffset_increment = \"1k1\""),
+            "my.toml:15: key `job.offset_increment`",
+        ),
+        // Two rows of one name.
+        (format!("{GOOD}{job2}"), "my.toml:17: key `job.name`"),
+        // The device and the policy list are the file's, not the command line's.
+        (
+            GOOD.replace("[result]", "device = \"floppy\"\n\n[result]"),
+            "my.toml:5: key `device`",
+        ),
+        (
+            GOOD.replace("[result]", "schedulers = []\n\n[result]"),
+            "my.toml:5: key `schedulers`",
+        ),
+        (
+            GOOD.replace("[result]", "schedulers = [\"noop\", \"noop\"]\n\n[result]"),
+            "my.toml:5: key `schedulers`",
+        ),
+        // A wake-up every nanosecond for an hour.
+        (
+            GOOD.replace("size = \"1m\"", "size = \"1m\"\nperiod = \"1us\""),
+            "my.toml:15: key `job.period`",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = err(&text);
+        assert!(e.starts_with(want), "want {want:?}, got {e:?}");
+    }
+}
+
+#[test]
+fn a_missing_result_table_is_named_without_a_misleading_line() {
+    let text = GOOD.replace(
+        "[result]\nname = \"time\"\nunit = \"s\"\nmetric = \"completion\"\n",
+        "",
+    );
+    assert_eq!(
+        err(&text),
+        "my.toml: key `result`: the scenario has no `result` (a top-level key or table it needs)"
+    );
+}
+
+#[test]
+fn more_tasks_than_pid_max_are_refused() {
+    let mut text = GOOD.to_string();
+    for i in 0..9 {
+        text.push_str(&format!(
+            "\n[[job]]\nname = \"r{i}\"\nrw = \"read\"\nbs = \"4k\"\nsize = \"1m\"\ncount = 4096\n"
+        ));
+    }
+    let e = err(&text);
+    assert!(
+        e.contains("key `count`") && e.contains("at most 32768"),
+        "{e}"
+    );
+}
+
+#[test]
+fn host_periods_and_offsets_are_checked_too() {
+    let host = r#"
+name = "t"
+description = "a test"
+
+[result]
+name = "time"
+unit = "s"
+metric = "completion"
+
+[host]
+fs_offset = "1000"
+
+[[files]]
+name = "f"
+kind = "file"
+size = "1m"
+
+[[process]]
+name = "p"
+kind = "cat"
+files = "f"
+"#;
+    let e = err(host);
+    assert!(e.starts_with("my.toml:11: key `host.fs_offset`"), "{e}");
+    let tester = host
+        .replace("fs_offset = \"1000\"", "fs_offset = \"1m\"")
+        .replace(
+            "kind = \"cat\"",
+            "kind = \"fsync-tester\"\ninterval = \"1ns\"",
+        );
+    let e = err(&tester);
+    assert!(e.starts_with("my.toml:19: key `process.interval`"), "{e}");
+    let startup =
+        GOOD.to_string() + "\n[[startup]]\nname = \"x\"\ntrace = \"xterm\"\noffset = \"100\"\n";
+    let e = err(&startup);
+    assert!(e.starts_with("my.toml:19: key `startup.offset`"), "{e}");
+    let twice = GOOD.to_string() + "\n[[startup]]\nname = \"reader\"\ntrace = \"xterm\"\n";
+    let e = err(&twice);
+    assert!(e.starts_with("my.toml:17: key `startup.name`"), "{e}");
+}

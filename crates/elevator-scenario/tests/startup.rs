@@ -5,7 +5,8 @@
 //! five readers and five writers. Both print their tables.
 //!
 //! The traces are read from `../shared/traces/startup/` beside the
-//! repository; without them the start-up test prints a note and passes.
+//! repository; without them the start-up test fails, unless
+//! `ELEVATOR_SKIP_SHARED=1` says to skip it.
 
 use elevator_scenario::letter::{
     run_letter, Background, LetterOptions, APPS, LETTER_DEVICE, TIMEOUT_S,
@@ -20,16 +21,32 @@ fn trace_dir() -> PathBuf {
 
 fn traces_present() -> bool {
     let dir = trace_dir();
-    let present = APPS
-        .iter()
-        .all(|&(_, trace, _)| dir.join(format!("{trace}.trace")).exists());
-    if !present {
-        println!(
-            "note: start-up traces not found in {}: skipping the start-up test",
-            dir.display()
-        );
+    APPS.iter()
+        .all(|&(_, trace, _)| shared_present(&dir.join(format!("{trace}.trace"))))
+}
+
+/// Set to 1 to skip the tests whose input lives in `../shared`; without
+/// it a missing folder fails them, so a clone without it cannot pass
+/// silently.
+const SKIP_SHARED: &str = "ELEVATOR_SKIP_SHARED";
+
+/// Whether `path` (under `../shared`) is there: panics when it is not,
+/// unless [`SKIP_SHARED`] is 1, when it prints a note and says no.
+fn shared_present(path: &std::path::Path) -> bool {
+    if path.exists() {
+        return true;
     }
-    present
+    if std::env::var(SKIP_SHARED).is_ok_and(|v| v == "1") {
+        println!(
+            "note: {} missing; skipped ({SKIP_SHARED}=1)",
+            path.display()
+        );
+        return false;
+    }
+    panic!(
+        "{} is missing: put the shared folder beside the repository, or set {SKIP_SHARED}=1",
+        path.display()
+    );
 }
 
 /// `None` (over the timeout) counts as the timeout itself.

@@ -5,7 +5,7 @@
 //! order a real `tar x` or `cp -a` would create it, so trees, copies and big
 //! files land where ext2 would have put them.
 
-use super::{FileId, FileSystem, Kind};
+use super::{FileId, FileSystem, Kind, NoSpace};
 use elevator_core::{Duration, Prng};
 
 /// Files of the Linux 2.4.19 source tree.
@@ -195,8 +195,13 @@ pub fn kernel_file_sizes(rng: &mut Prng) -> Vec<u64> {
 /// first, each directory's entries in order, each file written out in full
 /// right after it is created. `pid` is the creating process (ext2 colours
 /// a file's first block by it). Returns the top directory.
-pub fn place_tree(fs: &mut FileSystem, parent: FileId, shape: &TreeShape, pid: u32) -> FileId {
-    let top = fs.create(parent, Kind::Dir, pid);
+pub fn place_tree(
+    fs: &mut FileSystem,
+    parent: FileId,
+    shape: &TreeShape,
+    pid: u32,
+) -> Result<FileId, NoSpace> {
+    let top = fs.create(parent, Kind::Dir, pid)?;
     let mut stack = vec![(0usize, top, 0usize)];
     while let Some((d, dir, next)) = stack.pop() {
         let Some(&entry) = shape.dirs[d].get(next) else {
@@ -205,17 +210,17 @@ pub fn place_tree(fs: &mut FileSystem, parent: FileId, shape: &TreeShape, pid: u
         stack.push((d, dir, next + 1));
         match entry {
             Entry::File(size) => {
-                let f = fs.create(dir, Kind::File, pid);
-                fs.extend_to(f, size, pid);
+                let f = fs.create(dir, Kind::File, pid)?;
+                fs.extend_to(f, size, pid)?;
                 fs.discard_prealloc(f);
             }
             Entry::Dir(sub) => {
-                let sd = fs.create(dir, Kind::Dir, pid);
+                let sd = fs.create(dir, Kind::Dir, pid)?;
                 stack.push((sub, sd, 0));
             }
         }
     }
-    top
+    Ok(top)
 }
 
 /// The shape of an existing tree, for placing a copy of it.
@@ -240,11 +245,16 @@ pub fn shape_of(fs: &FileSystem, top: FileId) -> TreeShape {
 /// A file of `size` bytes written in one go: with a fresh file system it
 /// is contiguous but for ext2's in-line indirect blocks and the metadata at
 /// the start of each 128 MiB group ("well laid out").
-pub fn big_file(fs: &mut FileSystem, parent: FileId, size: u64, pid: u32) -> FileId {
-    let f = fs.create(parent, Kind::File, pid);
-    fs.extend_to(f, size, pid);
+pub fn big_file(
+    fs: &mut FileSystem,
+    parent: FileId,
+    size: u64,
+    pid: u32,
+) -> Result<FileId, NoSpace> {
+    let f = fs.create(parent, Kind::File, pid)?;
+    fs.extend_to(f, size, pid)?;
     fs.discard_prealloc(f);
-    f
+    Ok(f)
 }
 
 /// Every file under `top`, in the order `find top -type f` prints them
@@ -305,21 +315,23 @@ pub fn xterm_startup(
     parent: FileId,
     rng: &mut Prng,
     pid: u32,
-) -> (FileId, Vec<AppOp>) {
-    let top = fs.create(parent, Kind::Dir, pid);
-    let sub: Vec<FileId> = (0..4).map(|_| fs.create(top, Kind::Dir, pid)).collect();
+) -> Result<(FileId, Vec<AppOp>), NoSpace> {
+    let top = fs.create(parent, Kind::Dir, pid)?;
+    let sub = (0..4)
+        .map(|_| fs.create(top, Kind::Dir, pid))
+        .collect::<Result<Vec<FileId>, NoSpace>>()?;
     // Sizes: log-uniform 4 KiB .. 2 MiB.
     let mut files = Vec::with_capacity(XTERM_FILES);
     for i in 0..XTERM_FILES {
         let size = (4096.0 * 512f64.powf(rng.unit())) as u64;
         let dir = sub[i % sub.len()];
-        let f = fs.create(dir, Kind::File, pid);
-        fs.extend_to(f, size.max(512), pid);
+        let f = fs.create(dir, Kind::File, pid)?;
+        fs.extend_to(f, size.max(512), pid)?;
         fs.discard_prealloc(f);
         files.push(f);
     }
-    let xauthority = fs.create(top, Kind::File, pid);
-    fs.extend_to(xauthority, 200, pid);
+    let xauthority = fs.create(top, Kind::File, pid)?;
+    fs.extend_to(xauthority, 200, pid)?;
     fs.discard_prealloc(xauthority);
 
     // First reads: headers of every file.
@@ -389,7 +401,7 @@ pub fn xterm_startup(
             });
         }
     }
-    (top, ops)
+    Ok((top, ops))
 }
 
 #[cfg(test)]
@@ -424,7 +436,7 @@ mod tests {
         let shape = TreeShape::kernel_tree(&mut rng);
         assert_eq!(shape.files(), KTREE_FILES as usize);
         assert_eq!(shape.dirs.len(), KTREE_DIRS as usize);
-        let top = place_tree(&mut fs, FileId::ROOT, &shape, 100);
+        let top = place_tree(&mut fs, FileId::ROOT, &shape, 100).unwrap();
         fs.check();
         let files = files_under(&fs, top);
         assert_eq!(files.len(), KTREE_FILES as usize);
@@ -436,7 +448,7 @@ mod tests {
             "an Orlov tree stays in a few groups: {groups:?}"
         );
         let copied = shape_of(&fs, top);
-        let copy = place_tree(&mut fs, FileId::ROOT, &copied, 101);
+        let copy = place_tree(&mut fs, FileId::ROOT, &copied, 101).unwrap();
         assert_eq!(files_under(&fs, copy).len(), KTREE_FILES as usize);
         assert_ne!(fs.inode(copy).group, fs.inode(top).group);
     }

@@ -33,6 +33,21 @@ use crate::params::{FsParams, INODE_SIZE};
 use elevator_core::{Prng, Sector, SECTOR_SIZE};
 use std::collections::BTreeMap;
 
+/// The file system is full (`ENOSPC`). `meta` holds the indirect blocks
+/// allocated before it filled, which the caller must still dirty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoSpace {
+    pub meta: Vec<u64>,
+}
+
+impl std::fmt::Display for NoSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no space left on the file system (ENOSPC)")
+    }
+}
+
+impl std::error::Error for NoSpace {}
+
 /// A file or directory; `FileId(0)` is the block device itself, whose
 /// "pages" are the file system's metadata blocks (inode tables, bitmaps,
 /// indirect blocks), as in Linux, where ext2 keeps them in the block
@@ -298,7 +313,8 @@ impl FileSystem {
         });
         fs.groups[0].dirs = 1;
         fs.ndirs = 1;
-        fs.extend_to(FileId::ROOT, fs.geo.block_size, 0);
+        fs.extend_to(FileId::ROOT, fs.geo.block_size, 0)
+            .expect("a fresh file system has room for its root");
         if params.fragmentation > 0.0 {
             fs.age(params.fragmentation, seed);
         }
@@ -422,15 +438,26 @@ impl FileSystem {
     /// Grow `f` to `size` bytes, allocating blocks as ext2 does on write
     /// (`ext2_get_block` with create). `pid` picks the colour of a file's
     /// first block. Returns the indirect blocks it allocated (new metadata
-    /// the caller must dirty).
-    pub fn extend_to(&mut self, f: FileId, size: u64, pid: u32) -> Vec<u64> {
+    /// the caller must dirty). When the file system fills up, the file
+    /// keeps the blocks it got (its size stops at the last of them) and
+    /// the error carries the indirect blocks allocated before: `write(2)`
+    /// then returns a short count or `ENOSPC`.
+    pub fn extend_to(&mut self, f: FileId, size: u64, pid: u32) -> Result<Vec<u64>, NoSpace> {
         let bs = self.geo.block_size;
         let want = size.div_ceil(bs);
         let have = self.inode(f).nblocks();
         let mut new_meta = Vec::new();
         let mut b = have;
-        while b < want {
+        let mut full = false;
+        'grow: while b < want {
             if let Some(with_dind) = self.meta_boundary(b) {
+                // The indirect blocks and one data block behind them, or
+                // nothing: an indirect block without data would be taken
+                // again by the next write.
+                if self.available(f) < 2 + u64::from(with_dind) {
+                    full = true;
+                    break;
+                }
                 if with_dind {
                     let d = self.alloc_for(f, 1, pid);
                     self.inodes[f.0 as usize].meta.push(d.0);
@@ -443,6 +470,10 @@ impl FileSystem {
             // Up to the next metadata boundary.
             let stop = want.min(self.next_meta_boundary(b));
             while b < stop {
+                if self.available(f) == 0 {
+                    full = true;
+                    break 'grow;
+                }
                 let (start, len) = self.alloc_for(f, stop - b, pid);
                 let inode = &mut self.inodes[f.0 as usize];
                 match inode.extents.last_mut() {
@@ -457,11 +488,30 @@ impl FileSystem {
             }
         }
         let inode = &mut self.inodes[f.0 as usize];
-        inode.size = inode.size.max(size);
+        let reached = if full { size.min(b * bs) } else { size };
+        inode.size = inode.size.max(reached);
         if inode.kind == Kind::Dir {
             inode.size = inode.nblocks() * bs;
         }
-        new_meta
+        if full {
+            Err(NoSpace { meta: new_meta })
+        } else {
+            Ok(new_meta)
+        }
+    }
+
+    /// Blocks `f` could still get: the free ones and its own preallocation.
+    fn available(&self, f: FileId) -> u64 {
+        self.free_blocks + self.inode(f).prealloc.map_or(0, |(_, n)| n)
+    }
+
+    /// Whether a new inode can be had, and the blocks a new directory and
+    /// its parent's growth may need (a directory block, a parent block and
+    /// the parent's indirect blocks).
+    fn room_to_create(&self) -> bool {
+        let inode_free = (0..self.geo.groups)
+            .any(|g| self.groups[g as usize].used_inodes < self.geo.inodes_per_group);
+        inode_free && self.free_blocks >= 4
     }
 
     /// Allocate up to `want` contiguous blocks for `f` from its goal, using
@@ -580,7 +630,8 @@ impl FileSystem {
                     self.first_free(lo, lo + self.geo.blocks_per_group)
                 })
             });
-        let (start, run) = found.expect("file system full");
+        // Callers check `available` first: a free block exists.
+        let (start, run) = found.expect("a free block in some group");
         let len = run.min(want).max(1);
         self.take(start, len);
         (start, len)
@@ -588,7 +639,12 @@ impl FileSystem {
 
     /// Create a file or directory in `parent` (no I/O). Directories get
     /// their first block at once, as `ext2_mkdir` writes "." and "..".
-    pub fn create(&mut self, parent: FileId, kind: Kind, pid: u32) -> FileId {
+    /// Fails with [`NoSpace`] (`ENOSPC`), changing nothing, when no inode
+    /// or too few blocks are left.
+    pub fn create(&mut self, parent: FileId, kind: Kind, pid: u32) -> Result<FileId, NoSpace> {
+        if !self.room_to_create() {
+            return Err(NoSpace { meta: Vec::new() });
+        }
         let group = match kind {
             Kind::Dir => match self.params.allocator {
                 crate::params::Allocator::Orlov => self.find_group_orlov(parent),
@@ -622,10 +678,11 @@ impl FileSystem {
         });
         self.add_entry(parent, id, pid);
         if kind == Kind::Dir {
-            self.extend_to(id, self.geo.block_size, pid);
+            self.extend_to(id, self.geo.block_size, pid)
+                .expect("room_to_create: a block for the directory");
             self.discard_prealloc(id);
         }
-        id
+        Ok(id)
     }
 
     /// Bytes a directory with `entries` entries (plus "." and "..") needs.
@@ -641,7 +698,8 @@ impl FileSystem {
         let need = self.dir_bytes(self.inodes[dir.0 as usize].children.len());
         let have = self.inodes[dir.0 as usize].nblocks() * self.geo.block_size;
         if need > have {
-            self.extend_to(dir, have + self.geo.block_size, pid);
+            self.extend_to(dir, have + self.geo.block_size, pid)
+                .expect("room_to_create: blocks for the parent directory");
             self.discard_prealloc(dir);
             true
         } else {
@@ -723,6 +781,30 @@ mod tests {
     }
 
     #[test]
+    fn a_full_file_system_gives_enospc_and_keeps_what_fit() {
+        // Two groups: 256 MiB, a little less for data.
+        let mut fs = FileSystem::new(&FsParams::default(), 2 * (128 << 20) / 512, 1);
+        let f = fs.create(FileId::ROOT, Kind::File, 0).unwrap();
+        let err = fs.extend_to(f, 300 << 20, 0).unwrap_err();
+        assert_eq!(fs.free_blocks(), 0);
+        let got = fs.inode(f).nblocks() * fs.geo.block_size;
+        assert!(got > 200 << 20 && got < 256 << 20, "{got}");
+        assert_eq!(fs.size(f), got, "the size stops at the last block had");
+        assert!(
+            !err.meta.is_empty(),
+            "the indirect blocks allocated are returned"
+        );
+        // Nothing more fits: neither another block nor a new file.
+        assert_eq!(
+            fs.extend_to(f, got + 4096, 0),
+            Err(NoSpace { meta: Vec::new() })
+        );
+        assert!(fs.create(FileId::ROOT, Kind::Dir, 0).is_err());
+        assert!(fs.create(FileId::ROOT, Kind::File, 0).is_err());
+        fs.check();
+    }
+
+    #[test]
     fn geometry_of_a_group() {
         let fs = small_fs();
         let g = &fs.geo;
@@ -739,8 +821,8 @@ mod tests {
     #[test]
     fn a_big_file_is_contiguous_with_inline_indirect_blocks() {
         let mut fs = small_fs();
-        let f = fs.create(FileId::ROOT, Kind::File, 0);
-        let meta = fs.extend_to(f, 100 << 20, 0);
+        let f = fs.create(FileId::ROOT, Kind::File, 0).unwrap();
+        let meta = fs.extend_to(f, 100 << 20, 0).unwrap();
         fs.discard_prealloc(f);
         fs.check();
         let inode = fs.inode(f);
@@ -771,11 +853,11 @@ mod tests {
     #[test]
     fn files_of_a_directory_sit_together() {
         let mut fs = small_fs();
-        let d = fs.create(FileId::ROOT, Kind::Dir, 0);
+        let d = fs.create(FileId::ROOT, Kind::Dir, 0).unwrap();
         let files: Vec<FileId> = (0..20)
             .map(|_| {
-                let f = fs.create(d, Kind::File, 7);
-                fs.extend_to(f, 5000, 7);
+                let f = fs.create(d, Kind::File, 7).unwrap();
+                fs.extend_to(f, 5000, 7).unwrap();
                 fs.discard_prealloc(f);
                 f
             })
@@ -795,7 +877,7 @@ mod tests {
         let mut fs = small_fs();
         let tops: Vec<u32> = (0..4)
             .map(|_| {
-                let d = fs.create(FileId::ROOT, Kind::Dir, 0);
+                let d = fs.create(FileId::ROOT, Kind::Dir, 0).unwrap();
                 fs.inode(d).group
             })
             .collect();
@@ -803,7 +885,7 @@ mod tests {
         uniq.sort_unstable();
         uniq.dedup();
         assert_eq!(uniq.len(), 4, "top-level dirs in distinct groups: {tops:?}");
-        let sub = fs.create(FileId(2), Kind::Dir, 0);
+        let sub = fs.create(FileId(2), Kind::Dir, 0).unwrap();
         assert_eq!(
             fs.inode(sub).group,
             tops[0],
@@ -815,8 +897,8 @@ mod tests {
             ..FsParams::default()
         };
         let mut old = FileSystem::new(&params, 16 * (128 << 20) / 512, 1);
-        let a = old.create(FileId::ROOT, Kind::Dir, 0);
-        let b = old.create(a, Kind::Dir, 0);
+        let a = old.create(FileId::ROOT, Kind::Dir, 0).unwrap();
+        let b = old.create(a, Kind::Dir, 0).unwrap();
         assert_ne!(
             old.inode(a).group,
             old.inode(b).group,
