@@ -332,6 +332,38 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_that_never_drains_starves_the_queues_behind_it() {
+        // Task 1 (pdflush, say) has requests queued; task 2 (a writer
+        // writing back its own pages) becomes busy after it and goes to the
+        // head. As long as 2 keeps requests queued, 1 is never served.
+        let mut s = Cfq2003::new(&QueueLimits::default());
+        s.insert(Request::write(1, 1, 1_000_000, 8), Instant::ZERO);
+        s.insert(Request::write(2, 1, 2_000_000, 8), Instant::ZERO);
+        let mut id = 100;
+        // Not contiguous, so they do not merge: eight queued to start.
+        for _ in 0..8 {
+            id += 1;
+            s.insert(Request::write(id, 2, 16 * id, 8), Instant::ZERO);
+        }
+        assert_eq!(s.busy_list(), vec![TaskId(2), TaskId(1)]);
+        for _ in 0..1000 {
+            id += 1;
+            s.insert(Request::write(id, 2, 16 * id, 8), Instant::ZERO);
+            match s.dispatch(Instant::ZERO) {
+                Dispatch::Request(r) => assert_eq!(r.task, TaskId(2), "task 1 starves"),
+                other => panic!("{other:?}"),
+            }
+        }
+        // Once task 2 stops, its queue drains and task 1 is served.
+        let mut rest: Vec<u32> = Vec::new();
+        while let Dispatch::Request(r) = s.dispatch(Instant::ZERO) {
+            rest.push(r.task.0);
+        }
+        assert_eq!(rest.iter().filter(|&&t| t == 1).count(), 2);
+        assert_eq!(rest.last(), Some(&1));
+    }
+
+    #[test]
     fn dispatch_sort_puts_a_lower_request_before_the_last() {
         let mut s = Cfq2003::new(&QueueLimits::default());
         s.dispatch_sort(Request::read(1, 1, 100, 8));
