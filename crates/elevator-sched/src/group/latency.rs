@@ -278,6 +278,10 @@ impl Scheduler for LatencyLimiter {
     fn set_groups(&mut self, groups: &GroupTree) {
         self.inner.set_groups(groups);
     }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.inner.check_invariants()
+    }
 }
 
 #[cfg(test)]
