@@ -241,6 +241,41 @@ impl Scheduler for Cfq2003 {
     fn starvation_bound(&self, _service: Duration, _max_queued: usize) -> Option<Duration> {
         None
     }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        if self.busy.len() != self.queues.len() {
+            return Err(format!(
+                "{} queues but {} on the busy list",
+                self.queues.len(),
+                self.busy.len()
+            ));
+        }
+        let mut seen = rustc_hash::FxHashSet::default();
+        let mut in_queues = 0;
+        for task in &self.busy {
+            if !seen.insert(*task) {
+                return Err(format!("{task:?} is on the busy list twice"));
+            }
+            let Some(q) = self.queues.get(task) else {
+                return Err(format!("{task:?} is busy but has no queue"));
+            };
+            if q.is_empty() {
+                return Err(format!("{task:?} is busy with an empty queue"));
+            }
+            if let Some(r) = q.iter().find(|r| r.task != *task) {
+                return Err(format!("{:?} of {:?} is in {task:?}'s queue", r.id, r.task));
+            }
+            in_queues += q.len();
+        }
+        if in_queues + self.dispatch.len() != self.queued {
+            return Err(format!(
+                "{} queued, but {in_queues} in queues and {} in the dispatch list",
+                self.queued,
+                self.dispatch.len()
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -254,6 +289,7 @@ mod tests {
     }
 
     fn next(s: &mut Cfq2003) -> Vec<u64> {
+        assert_eq!(s.check_invariants(), Ok(()));
         match s.dispatch(Instant::ZERO) {
             Dispatch::Request(r) => ids(&r),
             other => panic!("expected a request, got {other:?}"),
@@ -361,6 +397,21 @@ mod tests {
         }
         assert_eq!(rest.iter().filter(|&&t| t == 1).count(), 2);
         assert_eq!(rest.last(), Some(&1));
+    }
+
+    #[test]
+    fn check_invariants_sees_a_broken_busy_list_and_count() {
+        let mut s = Cfq2003::new(&QueueLimits::default());
+        s.insert(Request::read(1, 1, 100, 8), Instant::ZERO);
+        s.insert(Request::read(2, 2, 900, 8), Instant::ZERO);
+        assert_eq!(s.check_invariants(), Ok(()));
+        s.busy.push_back(TaskId(1));
+        assert!(s.check_invariants().is_err());
+        s.busy.pop_back();
+        s.queued += 1;
+        assert!(s.check_invariants().is_err());
+        s.queued -= 1;
+        assert_eq!(s.check_invariants(), Ok(()));
     }
 
     #[test]
