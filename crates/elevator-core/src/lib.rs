@@ -5,6 +5,7 @@
 //! (the simulator or the io_uring runtime), and randomness comes from a
 //! [`Prng`] seeded by the scenario.
 
+mod error;
 mod group;
 mod ioprio;
 mod limits;
@@ -12,6 +13,7 @@ mod prng;
 mod request;
 mod time;
 
+pub use error::IoError;
 pub use group::{Group, GroupTree, IoMax, IoMaxError, DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use ioprio::{IoClass, IoPrio, IoPrioError, IOPRIO_LEVELS};
 pub use limits::QueueLimits;

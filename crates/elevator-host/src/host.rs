@@ -1520,8 +1520,20 @@ impl Host {
             panic!("host: completion of unknown request {:?}", done.id);
         };
         let end = tag.page + tag.pages;
+        if done.error.is_some() {
+            self.count_error(tag.issuer);
+        }
         if !tag.write {
-            self.cache.mark_uptodate(tag.file, tag.page, end);
+            if done.error.is_some() {
+                // The pages leave the cache; whoever waits for them wakes
+                // and reads them again. (Linux retries once in `readpage`
+                // and then returns EIO; here the retry repeats until the
+                // read succeeds, which injected faults, each below one half,
+                // let it do.)
+                self.cache.fail_read(tag.file, tag.page, end);
+            } else {
+                self.cache.mark_uptodate(tag.file, tag.page, end);
+            }
             let mut c = tag.page / CHUNK_PAGES;
             while c * CHUNK_PAGES < end {
                 let key = (u64::from(tag.file.0) << 32) | c;
@@ -1577,6 +1589,18 @@ impl Host {
                 }
             }
         }
+    }
+
+    /// A request of `issuer` failed: the process's (or the flusher's) row
+    /// counts it. A failed write's pages are clean anyway, their data lost,
+    /// as after the kernel's `end_page_writeback` with an error (which
+    /// also marks the mapping so that a later fsync returns EIO).
+    fn count_error(&mut self, issuer: Issuer) {
+        let row = match issuer {
+            Issuer::Proc(pid) => self.procs[pid].row,
+            Issuer::Flusher => self.pdflush_row,
+        };
+        self.rows[row].stats.errors += 1;
     }
 
     fn kick_flusher(&mut self, io: &mut Io<'_>) {

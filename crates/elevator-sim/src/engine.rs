@@ -1,7 +1,7 @@
 //! The event loop.
 
 use crate::workload::{Completion, Io, Workload};
-use elevator_core::{Duration, Instant, Op, Request, RequestId, Sector, TaskId};
+use elevator_core::{Duration, Instant, IoError, Op, Request, RequestId, Sector, TaskId};
 use elevator_device::{Device, DeviceStats};
 use elevator_sched::{CheckOptions, CheckReport, Checked, Dispatch, OnViolation, Scheduler};
 use rustc_hash::FxHashMap;
@@ -115,6 +115,8 @@ pub struct RunSummary {
     pub timed_out: bool,
     /// Requests completed (merged requests count each part).
     pub completed: u64,
+    /// Requests the device failed (a merged request counts once).
+    pub errors: u64,
     /// Engine iterations (distinct event instants handled).
     pub events: u64,
     pub device: DeviceStats,
@@ -164,6 +166,8 @@ pub struct Engine {
     sectors_allocated: u64,
     waiting: [VecDeque<Request>; 2],
     completed: u64,
+    /// Requests the device failed (each counts once, merged or not).
+    errors: u64,
     last_completion: Instant,
     // Scratch buffers reused across workload calls.
     submitted: Vec<Request>,
@@ -203,6 +207,7 @@ impl Engine {
             sectors_allocated: 0,
             waiting: [VecDeque::new(), VecDeque::new()],
             completed: 0,
+            errors: 0,
             last_completion: Instant::ZERO,
             submitted: Vec::new(),
             armed: Vec::new(),
@@ -245,6 +250,8 @@ impl Engine {
     pub fn run(&mut self, workload: &mut dyn Workload) -> RunSummary {
         let mut events = 0u64;
         let mut timed_out = false;
+        // Nothing more could happen: everything submitted must be done.
+        let mut exhausted = false;
         self.call(workload, |w, io| w.start(io));
         self.dispatch();
         while !workload.finished() {
@@ -256,7 +263,10 @@ impl Engine {
             .into_iter()
             .flatten()
             .min();
-            let Some(next) = next else { break };
+            let Some(next) = next else {
+                exhausted = true;
+                break;
+            };
             if next > self.config.time_limit {
                 self.now = self.config.time_limit;
                 timed_out = true;
@@ -268,14 +278,16 @@ impl Engine {
             self.now = next;
             events += 1;
 
-            while let Some(id) = self.device.complete(self.now) {
+            while let Some((id, error)) = self.device.complete_status(self.now) {
                 if self.config.restart_before_wakeup {
                     let done = self.retire(id);
                     self.dispatch();
                     self.wake_waiters();
-                    self.deliver(done, workload);
+                    self.deliver(done, error, workload);
                 } else {
-                    self.finish(id, workload);
+                    let done = self.retire(id);
+                    self.wake_waiters();
+                    self.deliver(done, error, workload);
                 }
             }
             while let Some(&Reverse((t, _, token))) = self.timers.peek() {
@@ -290,11 +302,12 @@ impl Engine {
             }
             self.dispatch();
         }
-        let check = self.sched.enabled().then(|| self.finish_check());
+        let check = self.sched.enabled().then(|| self.finish_check(exhausted));
         RunSummary {
             end: self.now,
             timed_out,
             completed: self.completed,
+            errors: self.errors,
             events,
             device: self.device.stats(),
             check,
@@ -302,9 +315,10 @@ impl Engine {
     }
 
     /// The checker's end-of-run checks: starvation always; nothing lost
-    /// when the run drained (a run may end with background work queued).
-    fn finish_check(&mut self) -> CheckReport {
-        let drained = self.parts.is_empty();
+    /// when the run drained or nothing more could happen (a run that ends
+    /// when its measured jobs finish may leave background work queued).
+    fn finish_check(&mut self, exhausted: bool) -> CheckReport {
+        let drained = exhausted || self.parts.is_empty();
         let result = self.sched.finish(Duration::ZERO, self.now, drained);
         match result {
             Ok(report) => report,
@@ -474,13 +488,6 @@ impl Engine {
         }
     }
 
-    /// The device finished `id`: tell the policy, free the slot, tell the workload.
-    fn finish(&mut self, id: RequestId, workload: &mut dyn Workload) {
-        let done = self.retire(id);
-        self.wake_waiters();
-        self.deliver(done, workload);
-    }
-
     /// The device finished `id`: tell the policy and free the slot.
     fn retire(&mut self, id: RequestId) -> (Request, Instant) {
         let Some((request, dispatched)) = self.in_flight.remove(&id) else {
@@ -508,7 +515,15 @@ impl Engine {
     }
 
     /// Tell the workload that each part of a retired request completed.
-    fn deliver(&mut self, done: (Request, Instant), workload: &mut dyn Workload) {
+    fn deliver(
+        &mut self,
+        done: (Request, Instant),
+        error: Option<IoError>,
+        workload: &mut dyn Workload,
+    ) {
+        if error.is_some() {
+            self.errors += 1;
+        }
         let (request, dispatched) = done;
         let service = self.now.since(dispatched.max(self.last_completion));
         self.last_completion = self.now;
@@ -529,6 +544,7 @@ impl Engine {
                 submitted: part.submitted,
                 dispatched,
                 completed: self.now,
+                error,
                 disk_time: Duration(
                     (u128::from(service.nanos()) * u128::from(part.sectors)
                         / u128::from(total_sectors)) as u64,

@@ -1,6 +1,8 @@
 //! The interface between the engine and whatever generates I/O.
 
-use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, Request, RequestId, Sector, TaskId};
+use elevator_core::{
+    Duration, GroupId, Instant, IoError, IoPrio, Op, Request, RequestId, Sector, TaskId,
+};
 
 /// A block request as a workload describes it (the engine assigns the id
 /// and arrival time).
@@ -31,6 +33,10 @@ pub struct Completion {
     pub dispatched: Instant,
     /// Now.
     pub completed: Instant,
+    /// `None` if the request succeeded, else how it failed (every part of
+    /// a failed merged request fails, as the kernel ends all its bios with
+    /// the request's error).
+    pub error: Option<IoError>,
     /// This request's share of device time: from the later of its dispatch
     /// and the previous completion until now, split among merged parts by
     /// size (exact on a one-at-a-time disk, an apportioning with queueing).

@@ -520,11 +520,17 @@ impl Workload for StartupReplay {
 
     fn completed(&mut self, done: &Completion, io: &mut Io<'_>) {
         self.in_flight -= 1;
-        self.stats.record(
-            done.op == Op::Read,
-            u64::from(done.sectors) * SECTOR_SIZE,
-            done.completed.since(done.submitted),
-        );
+        if done.error.is_some() {
+            // The replayed application reads on: S's replayer does not
+            // stop at a failed read; the error is counted.
+            self.stats.errors += 1;
+        } else {
+            self.stats.record(
+                done.op == Op::Read,
+                u64::from(done.sectors) * SECTOR_SIZE,
+                done.completed.since(done.submitted),
+            );
+        }
         self.stats.disk_time += done.disk_time;
         let process = (done.task.0 - self.first_task) as usize;
         match self.chain {
