@@ -53,9 +53,9 @@ use crate::params::{
 use crate::readahead::RaState;
 use crate::readahead24::Ra24;
 use crate::syscall::{BarrierId, Ctx, PipeId, Program, Ret, SysResult, Syscall};
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, RequestId, Sector, TaskId};
 use elevator_metrics::JobStats;
-use elevator_sim::{BlockIo, Completion, Io, Workload};
 use elevator_workload::Part;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, VecDeque};

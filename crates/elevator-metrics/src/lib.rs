@@ -8,6 +8,7 @@
 //! Invariant: reports are pure functions of the recorded numbers; rendering
 //! never consults anything else, so equal runs print equal bytes.
 
+pub mod fio;
 mod latency;
 mod report;
 

@@ -1,6 +1,6 @@
 //! The event loop.
 
-use crate::workload::{Completion, Io, Workload};
+use elevator_core::{Completion, Io, Workload};
 use elevator_core::{Duration, Instant, IoError, Op, Request, RequestId, Sector, TaskId};
 use elevator_device::{Device, DeviceStats};
 use elevator_sched::{CheckOptions, CheckReport, Checked, Dispatch, OnViolation, Scheduler};
@@ -332,14 +332,13 @@ impl Engine {
         workload: &mut dyn Workload,
         f: impl FnOnce(&mut dyn Workload, &mut Io<'_>),
     ) {
-        let mut io = Io {
-            now: self.now,
-            next_id: &mut self.next_id,
-            submitted: &mut self.submitted,
-            timers: &mut self.armed,
-            exited: &mut self.exited,
-            tag: 0,
-        };
+        let mut io = Io::new(
+            self.now,
+            &mut self.next_id,
+            &mut self.submitted,
+            &mut self.armed,
+            &mut self.exited,
+        );
         f(workload, &mut io);
         for (at, token) in self.armed.drain(..) {
             self.timers.push(Reverse((at, self.timer_seq, token)));

@@ -28,11 +28,11 @@
 //! piece completes.
 
 use crate::Part;
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{
     Duration, GroupId, Instant, IoPrio, Op, Prng, RequestId, Sector, TaskId, SECTOR_SIZE,
 };
 use elevator_metrics::JobStats;
-use elevator_sim::{BlockIo, Completion, Io, Workload};
 use rustc_hash::FxHashMap;
 
 /// How a job picks its offsets.

@@ -44,11 +44,11 @@
 //! chain waits on at most one thing at a time.
 
 use crate::Part;
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{
     Duration, GroupId, Instant, IoPrio, Op, Prng, RequestId, Sector, TaskId, SECTOR_SIZE,
 };
 use elevator_metrics::JobStats;
-use elevator_sim::{BlockIo, Completion, Io, Workload};
 use std::fmt;
 
 /// Bytes of each traced process's region (S's `OUT_FILE_SIZE`).
