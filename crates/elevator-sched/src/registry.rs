@@ -144,6 +144,7 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::deadline::TYPE,
         policy::anticipatory::TYPE,
         policy::cfq::TYPE,
+        policy::cfq2003::TYPE,
         policy::deadline_mc::TYPE,
         policy::bfq::TYPE,
         policy::mq_deadline::TYPE,
