@@ -15,6 +15,9 @@ pub struct BlockIo {
     pub group: GroupId,
     /// Filesystem metadata (`REQ_META | REQ_PRIO`).
     pub meta: bool,
+    /// `REQ_NOIDLE`: fsync and journal writes, not O_DIRECT ones
+    /// ([`Request::noidle`]).
+    pub noidle: bool,
 }
 
 /// A finished request, as the workload that submitted it sees it.
@@ -71,6 +74,7 @@ impl Io<'_> {
             arrival: self.now,
             merged: Vec::new(),
             meta: io.meta,
+            noidle: io.noidle,
         });
         id
     }

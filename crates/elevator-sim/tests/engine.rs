@@ -87,6 +87,7 @@ fn io(op: Op, sector: u64, task: u32) -> BlockIo {
         prio: IoPrio::default(),
         group: GroupId::ROOT,
         meta: false,
+        noidle: false,
     }
 }
 

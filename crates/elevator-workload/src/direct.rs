@@ -194,6 +194,10 @@ impl DirectJob {
                 prio: self.prio,
                 group: self.group,
                 meta: false,
+                // O_DIRECT writes never carried REQ_NOIDLE: WRITE_ODIRECT
+                // (2.6.30-2.6.32), WRITE_ODIRECT_PLUG (2.6.33-2.6.36),
+                // REQ_SYNC (3.x) (fs/direct-io.c; era reference, section 2).
+                noidle: false,
             });
             self.pieces.insert(id, n);
             pieces_left += 1;
