@@ -144,6 +144,8 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::deadline::TYPE,
         policy::anticipatory::TYPE,
         policy::cfq::TYPE,
+        policy::cfq_2632::TYPE,
+        policy::cfq_2632::TYPE_BRUNELLE,
         policy::deadline_mc::TYPE,
         policy::bfq::TYPE,
     ]

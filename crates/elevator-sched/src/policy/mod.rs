@@ -3,6 +3,7 @@
 pub mod anticipatory;
 pub mod bfq;
 pub mod cfq;
+pub mod cfq_2632;
 pub mod deadline;
 pub mod deadline_mc;
 pub mod linus24;
