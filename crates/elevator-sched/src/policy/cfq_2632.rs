@@ -629,7 +629,9 @@ impl Cfq2632 {
 
     /// Drop a sync queue whose task exited once nothing refers to it.
     fn maybe_free(&mut self, id: QueueId) {
-        let q = self.q(id);
+        let Some(q) = self.queues[id.0 as usize].as_ref() else {
+            return;
+        };
         if q.sync
             && q.owner.is_none()
             && q.sorted.is_empty()
