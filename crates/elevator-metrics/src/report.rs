@@ -104,6 +104,10 @@ pub struct Report {
     pub device: String,
     pub seed: u64,
     pub runs: Vec<RunReport>,
+    /// The table's per-job section shows KiB read and written (the layout
+    /// of Brunelle's 2009 priority tables); not part of the JSON.
+    #[serde(skip)]
+    pub per_job_kib: bool,
 }
 
 impl RunReport {
@@ -235,10 +239,14 @@ impl Report {
             return out;
         }
         let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "per job: finished at s | MB/s | latency mean / p99 / max ms | % > 2 s"
-        );
+        if self.per_job_kib {
+            let _ = writeln!(out, "per process: KiB read | KiB written");
+        } else {
+            let _ = writeln!(
+                out,
+                "per job: finished at s | MB/s | latency mean / p99 / max ms | % > 2 s"
+            );
+        }
         let mut rows = vec![std::iter::once("job".to_string())
             .chain(self.runs.iter().map(RunReport::label))
             .collect::<Vec<_>>()];
@@ -254,6 +262,9 @@ impl Report {
             let mut row = vec![name.to_string()];
             for run in &self.runs {
                 let cell = match run.jobs.iter().find(|j| j.name == name) {
+                    Some(j) if self.per_job_kib => {
+                        format!("{} | {}", j.read_bytes / 1024, j.write_bytes / 1024)
+                    }
                     Some(j) => {
                         let done = j
                             .completion_s

@@ -30,6 +30,7 @@ struct RawScenario {
     schedulers: Option<Vec<S<String>>>,
     seed: Option<u64>,
     time_limit: Option<S<String>>,
+    per_job: Option<S<String>>,
     result: RawResult,
     #[serde(default)]
     published: BTreeMap<String, String>,
@@ -163,6 +164,10 @@ pub struct Scenario {
     pub schedulers: Vec<String>,
     pub seed: u64,
     pub time_limit: Duration,
+    /// The per-job table shows KiB read and written (`per_job = "kib"`,
+    /// the layout of Brunelle's 2009 priority tables) instead of times,
+    /// rates and latencies (`"default"`).
+    pub per_job_kib: bool,
     pub result: ResultSpec,
     pub published: BTreeMap<String, String>,
     /// Tunable overrides per policy, already checked against the registry.
@@ -251,6 +256,17 @@ impl Scenario {
         let time_limit = match &raw.time_limit {
             Some(t) => cx.duration(t, "time_limit")?,
             None => DEFAULT_TIME_LIMIT,
+        };
+        let per_job_kib = match raw.per_job.as_ref().map(|p| (p, p.get_ref().as_str())) {
+            None | Some((_, "default")) => false,
+            Some((_, "kib")) => true,
+            Some((p, other)) => {
+                return Err(cx.at(
+                    p,
+                    "per_job",
+                    format!("unknown per-job layout {other:?}: expected \"default\" or \"kib\""),
+                ))
+            }
         };
 
         let mut tunables = BTreeMap::new();
@@ -349,6 +365,7 @@ impl Scenario {
             schedulers,
             seed: raw.seed.unwrap_or(1),
             time_limit,
+            per_job_kib,
             result,
             published: raw.published,
             tunables,

@@ -81,6 +81,7 @@ pub fn run(
         device,
         seed,
         runs,
+        per_job_kib: scenario.per_job_kib,
     })
 }
 
