@@ -314,12 +314,12 @@ impl Scenario {
             let key = format!("presets.{policy}");
             let t = elevator_sched::find(policy)
                 .ok_or_else(|| cx.at(preset, &key, unknown_policy(policy)))?;
-            if !["linux-2.6", "linux-2.4"].contains(&preset.get_ref().as_str()) {
+            if !["linux-2.6", "linux-2.4", "linux-2.6.32"].contains(&preset.get_ref().as_str()) {
                 return Err(cx.at(
                     preset,
                     &key,
                     format!(
-                        "unknown preset {:?} (linux-2.6, linux-2.4)",
+                        "unknown preset {:?} (linux-2.6, linux-2.4, linux-2.6.32)",
                         preset.get_ref()
                     ),
                 ));
@@ -331,9 +331,15 @@ impl Scenario {
             if let Some(h) = &mut host {
                 let default = crate::host::RawHost::default();
                 let raw_host = raw.host.as_ref().map_or(&default, |h| h.get_ref());
+                // linux-2.6.32 is a block-layer preset only: its host (ext3,
+                // 2.6.32 writeback) is not built yet, so it runs on 2.6's.
+                let host_preset = match preset.get_ref().as_str() {
+                    "linux-2.6.32" => "linux-2.6",
+                    other => other,
+                };
                 h.params_by_policy.insert(
                     t.name.to_string(),
-                    crate::host::host_params(&cx, raw_host, Some(preset.get_ref()))?,
+                    crate::host::host_params(&cx, raw_host, Some(host_preset))?,
                 );
             }
         }
@@ -460,16 +466,18 @@ fn block_config(
 ) -> Result<EngineConfig, ScenarioError> {
     let mut config = match (preset, &b.preset) {
         (Some("linux-2.4"), _) => EngineConfig::linux_24(),
+        (Some("linux-2.6.32"), _) => EngineConfig::linux_2632(),
         (Some(_), _) => EngineConfig::linux_26(),
         (None, None) => EngineConfig::linux_26(),
         (None, Some(p)) => match p.get_ref().as_str() {
             "linux-2.6" => EngineConfig::linux_26(),
             "linux-2.4" => EngineConfig::linux_24(),
+            "linux-2.6.32" => EngineConfig::linux_2632(),
             other => {
                 return Err(cx.at(
                     p,
                     "block.preset",
-                    format!("unknown preset {other:?} (linux-2.6, linux-2.4)"),
+                    format!("unknown preset {other:?} (linux-2.6, linux-2.4, linux-2.6.32)"),
                 ))
             }
         },

@@ -94,7 +94,8 @@
 use crate::queue::MergeOutcome;
 use crate::stats::Ewma;
 use crate::{
-    BackSeek, Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables,
+    BackSeek, Dispatch, MayQueue, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable,
+    Tunables,
 };
 use elevator_core::{
     Duration, Instant, IoClass, Op, QueueLimits, Request, RequestId, Sector, TaskId,
@@ -297,6 +298,8 @@ struct Queue {
     meta_pending: u32,
     fifo_checked: bool,
     idle_window: bool,
+    /// The once-per-slice `ELV_MQUEUE_MUST` was given (`must_alloc_slice`).
+    must_alloc_slice: bool,
 }
 
 impl Queue {
@@ -319,6 +322,7 @@ impl Queue {
             meta_pending: 0,
             fifo_checked: false,
             idle_window: sync && class != Class::Idle,
+            must_alloc_slice: false,
         }
     }
 }
@@ -815,6 +819,7 @@ impl Cfq2632 {
         q.slice_dispatch = 0;
         q.fifo_checked = false;
         q.slice_new = true;
+        q.must_alloc_slice = false;
         self.active = Some(id);
     }
 
@@ -1096,6 +1101,26 @@ impl Scheduler for Cfq2632 {
         self.rq_queued
     }
 
+    /// `cfq_may_queue` (2.6.32): MUST, once per slice, for the task whose
+    /// queue CFQ is idling on, so the request it is waiting for gets past a
+    /// full request list. (The `cfq_prio_boost` of tasks holding
+    /// filesystem locks is not modelled.)
+    fn may_queue(&mut self, request: &Request, _now: Instant) -> MayQueue {
+        let Some(&id) = is_sync(request)
+            .then(|| self.sync_queues.get(&request.task))
+            .flatten()
+        else {
+            return MayQueue::May;
+        };
+        let waiting = self.active == Some(id) && self.idle_timer.is_some();
+        let q = self.qm(id);
+        if waiting && !q.must_alloc_slice {
+            q.must_alloc_slice = true;
+            return MayQueue::Must;
+        }
+        MayQueue::May
+    }
+
     fn task_exited(&mut self, task: TaskId, now: Instant) {
         self.fire_idle_timer(now);
         self.tasks.remove(&task);
@@ -1248,6 +1273,23 @@ mod tests {
                 w.noidle
             );
         }
+    }
+
+    #[test]
+    fn must_queue_is_answered_once_per_slice_for_the_idling_queue() {
+        let mut s = Cfq2632::new(&QueueLimits::default());
+        let r = |id| read(id, 1, 1000 + id * 8, IoPrio::be(4));
+        s.insert(r(1), Instant::ZERO);
+        let Dispatch::Request(d) = s.dispatch(Instant::ZERO) else {
+            panic!("dispatched")
+        };
+        let other = read(9, 2, 900_000, IoPrio::be(4));
+        assert_eq!(s.may_queue(&r(2), Instant::ZERO), MayQueue::May, "not idling yet");
+        s.complete(&d, Instant(1_000_000));
+        assert!(matches!(s.dispatch(Instant(1_000_000)), Dispatch::Empty | Dispatch::Wait { .. }));
+        assert_eq!(s.may_queue(&other, Instant(1_000_000)), MayQueue::May, "not its queue");
+        assert_eq!(s.may_queue(&r(2), Instant(1_000_000)), MayQueue::Must, "idling on it");
+        assert_eq!(s.may_queue(&r(2), Instant(1_000_000)), MayQueue::May, "once per slice");
     }
 
     #[test]
