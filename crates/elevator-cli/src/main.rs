@@ -47,6 +47,11 @@ enum Command {
         set: Vec<String>,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// Run every policy through the invariant checker (conservation, merges,
+        /// waits, starvation bound, the policy's own structure); a broken promise
+        /// stops the run with the seed and a command that replays it.
+        #[arg(long)]
+        check: bool,
     },
     /// The 2016 BFQ cover letter's table: start-up times of xterm, LibreOffice
     /// Writer and gnome-terminal against 10 sequential or random readers, and the
@@ -146,6 +151,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             seed,
             set,
             format,
+            check,
         } => {
             let scenario = load(&scenario)?;
             let options = RunOptions {
@@ -153,6 +159,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 device,
                 seed,
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                check,
             };
             let report = run_with_progress(&scenario, &options)?;
             let text = match format {

@@ -363,7 +363,9 @@ fn sequential_rate(profile: &str, frac: f64) -> f64 {
 fn hdd_2009_profiles_match_their_cited_rates_and_differ_only_in_queueing() {
     for profile in ["hdd-2009", "hdd-2009-ncq"] {
         let (outer, inner) = (sequential_rate(profile, 0.0), sequential_rate(profile, 1.0));
-        println!("{profile} sequential 512 KiB reads: outer {outer:.1} MB/s, inner {inner:.1} MB/s");
+        println!(
+            "{profile} sequential 512 KiB reads: outer {outer:.1} MB/s, inner {inner:.1} MB/s"
+        );
         // About 125 MB/s outer (WD10EALS class), half of it inner.
         assert!((110.0..=130.0).contains(&outer), "{outer}");
         assert!((55.0..=66.0).contains(&inner), "{inner}");
@@ -380,7 +382,10 @@ fn hdd_2009_profiles_match_their_cited_rates_and_differ_only_in_queueing() {
         (Op::Read, random_sector(&mut rng, cap, 8), 8)
     });
     let ms = run.mean_service_ms();
-    println!("hdd-2009 random 4 KiB reads: {ms:.2} ms, {:.0} IOPS", run.iops());
+    println!(
+        "hdd-2009 random 4 KiB reads: {ms:.2} ms, {:.0} IOPS",
+        run.iops()
+    );
     assert!((11.0..=14.5).contains(&ms), "{ms} ms");
 }
 

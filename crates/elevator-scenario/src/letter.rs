@@ -179,6 +179,7 @@ pub fn run_letter(
             device: Some(device.clone()),
             seed: options.seed,
             tunables: Vec::new(),
+            check: false,
         };
         let mut d = DeviceLetter {
             device: device.clone(),

@@ -25,5 +25,5 @@ pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
 pub use host::{FileKind, FileSetSpec, HostSpec, ProcKind, ProcessSpec};
 pub use parse::{JobTemplate, Scenario, Sweep};
-pub use run::{apply_block, run, run_one, RunOptions};
+pub use run::{apply_block, run, run_one, run_policy, RunOptions};
 pub use units::{parse_duration, parse_size};

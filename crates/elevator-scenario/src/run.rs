@@ -19,6 +19,9 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// `(policy, tunable, value)` overrides on top of the scenario's.
     pub tunables: Vec<(String, String, i64)>,
+    /// Run every policy through the invariant checker (always on in builds
+    /// with debug assertions).
+    pub check: bool,
 }
 
 /// Run `scenario` under every chosen policy, calling `progress` after each.
@@ -69,7 +72,14 @@ pub fn run(
     let mut runs = Vec::new();
     for (variant, scenario) in &variants {
         for name in &schedulers {
-            let mut run = run_one(scenario, name, &device, seed, &options.tunables)?;
+            let mut run = run_policy(
+                scenario,
+                name,
+                &device,
+                seed,
+                &options.tunables,
+                options.check,
+            )?;
             run.variant = variant.clone();
             progress(&run);
             runs.push(run);
@@ -93,6 +103,19 @@ pub fn run_one(
     seed: u64,
     overrides: &[(String, String, i64)],
 ) -> Result<RunReport, ScenarioError> {
+    run_policy(scenario, policy, device, seed, overrides, false)
+}
+
+/// [`run_one`], with the invariant checker on if `check` (it is on anyway
+/// where debug assertions are).
+pub fn run_policy(
+    scenario: &Scenario,
+    policy: &str,
+    device: &str,
+    seed: u64,
+    overrides: &[(String, String, i64)],
+    check: bool,
+) -> Result<RunReport, ScenarioError> {
     let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
     let sched_type = elevator_sched::find(policy).ok_or_else(|| {
         let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
@@ -107,6 +130,7 @@ pub fn run_one(
         .get(sched_type.name)
         .unwrap_or(&scenario.block);
     config.time_limit = Instant::ZERO + scenario.time_limit;
+    config.check |= check;
     for (p, k, v) in overrides.iter().filter(|(p, _, _)| p == "block") {
         apply_block(&mut config, k, *v).map_err(|m| cli(format!("--set {p}.{k}={v}: {m}")))?;
     }
@@ -150,6 +174,13 @@ pub fn run_one(
         config.nr_requests[1],
     )?;
     let mut engine = Engine::new(sched, dev, config);
+    engine.set_context(replay_context(
+        scenario,
+        sched_type.name,
+        device,
+        seed,
+        overrides,
+    ));
     let summary = engine.run(&mut mix);
 
     let stats = mix.stats();
@@ -201,6 +232,31 @@ pub fn run_one(
         },
         jobs,
     })
+}
+
+/// What a failed check prints after the violation: the run, and the
+/// command that replays it.
+fn replay_context(
+    scenario: &Scenario,
+    policy: &str,
+    device: &str,
+    seed: u64,
+    overrides: &[(String, String, i64)],
+) -> String {
+    let source = scenario
+        .file
+        .strip_prefix("<built-in ")
+        .and_then(|s| s.strip_suffix('>'))
+        .unwrap_or(&scenario.file);
+    let sets: String = overrides
+        .iter()
+        .map(|(p, k, v)| format!(" --set {p}.{k}={v}"))
+        .collect();
+    format!(
+        "scenario {}, policy {policy}, device {device}, seed {seed}\n\
+         replay: elevator run {source} --sched {policy} --device {device} --seed {seed}{sets} --check",
+        scenario.name
+    )
 }
 
 /// A `--set block.NAME=VALUE` override (sizes in bytes; 0 lifts a limit).

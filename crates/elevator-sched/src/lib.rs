@@ -16,12 +16,16 @@
 //! [`registry`]; the conformance suite and the benchmarks pick it up from
 //! there.
 
+pub mod check;
 pub mod group;
+#[cfg(any(test, feature = "harness"))]
+pub mod harness;
 pub mod policy;
 mod queue;
 mod registry;
 pub mod stats;
 
+pub use check::{CheckOptions, CheckReport, Checked, OnViolation, Violation};
 pub use queue::{
     BackSeek, FifoQueue, MergeOutcome, MergeRule, Place, PlacedMerge, PlacedQueue, SortedQueue,
 };
@@ -107,5 +111,14 @@ pub trait Scheduler: Send + std::fmt::Debug {
     /// an idle-class queue may not). The conformance suite checks it.
     fn starvation_bound(&self, _service: Duration, _max_queued: usize) -> Option<Duration> {
         None
+    }
+
+    /// Check the policy's own structure (the invariants its module docs
+    /// state: BFQ's trees, CFQ's service trees, AS's state) and say what is
+    /// broken. The checker ([`check::Checked`]) calls it after every call
+    /// when checking is on, so it may cost O(queue) but must not change
+    /// anything. Default: nothing to check.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
     }
 }

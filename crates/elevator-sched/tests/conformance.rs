@@ -2,22 +2,23 @@
 //! with its default tunables, against random workloads and random devices.
 //! A policy added to the registry is covered here with no edit.
 //!
-//! The properties are checked by the harness driver (`common::driver`):
-//! each id dispatched exactly once, merges consistent, counts sane, waits
-//! in the future, liveness, nothing left at the end, and each request's
-//! wait within the policy's `starvation_bound`. The tests at the bottom run
-//! the same checks against broken toy policies and expect them to fail.
+//! The properties are checked by the invariant checker
+//! (`elevator_sched::check`, the one the simulator runs) inside the shared
+//! harness (`elevator_sched::harness`): each id dispatched exactly once,
+//! merges consistent, counts sane, waits in the future, liveness, nothing
+//! left at the end, each request's wait within the policy's
+//! `starvation_bound`, and the policy's own `check_invariants`. The tests
+//! at the bottom run the same checks against broken toy policies and
+//! expect them to fail.
 //!
 //! Runs are deterministic (a fixed proptest seed); `PROPTEST_CASES` and
 //! `PROPTEST_RNG_SEED` change the number of cases and the seed. A failure
 //! prints the policy, the violated property and the minimal case.
 
-mod common;
-
-use common::strategy;
-use common::toys::{Fifo, Flaw, ReadsFirst};
-use common::{run, Case, Options, RunReport};
 use elevator_core::{Duration, Instant};
+use elevator_sched::harness::strategy;
+use elevator_sched::harness::toys::{Fifo, Flaw, ReadsFirst};
+use elevator_sched::harness::{run, Case, Options, RunReport};
 use elevator_sched::{registry, Scheduler, SchedulerType};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{TestCaseError, TestError};
@@ -27,8 +28,8 @@ use proptest::test_runner::{TestCaseError, TestError};
 const CASES_PER_POLICY: u32 = 512;
 
 fn run_case(ty: &SchedulerType, case: &Case) -> Result<RunReport, TestCaseError> {
-    let mut policy = ty.build_default(&case.device.limits);
-    run(policy.as_mut(), case, &Options::default()).map_err(|v| TestCaseError::fail(v.to_string()))
+    let policy = ty.build_default(&case.device.limits);
+    run(policy, case, &Options::default()).map_err(|v| TestCaseError::fail(v.to_string()))
 }
 
 fn check_policy(ty: &SchedulerType) -> Result<(), String> {
@@ -105,8 +106,7 @@ fn generated_cases_exercise_merges_queues_and_expiry() {
 fn expect_failure(build: impl Fn(&Case) -> Box<dyn Scheduler>, cases: u32) -> String {
     let mut runner = strategy::finder(cases);
     let result = runner.run(&strategy::case(), |case| {
-        let mut policy = build(&case);
-        run(policy.as_mut(), &case, &Options::default())
+        run(build(&case), &case, &Options::default())
             .map(drop)
             .map_err(|v| TestCaseError::fail(v.to_string()))
     });

@@ -4,13 +4,11 @@
 //! through. Starvation bounds are the inner policy's business and limits
 //! make waits as long as the limit says, so those checks are off here.
 
-mod common;
-
-use common::strategy;
-use common::{run, Options};
 use elevator_core::{Duration, GroupId, GroupTree, IoMax};
 use elevator_sched::group::latency::LatencyLimiter;
 use elevator_sched::group::throttle::Throttle;
+use elevator_sched::harness::strategy;
+use elevator_sched::harness::{run, Options};
 use elevator_sched::registry;
 use proptest::test_runner::TestCaseError;
 
@@ -35,8 +33,9 @@ fn tree() -> GroupTree {
 fn options() -> Options {
     Options {
         // A throttled group may have to wait a long time for its next pass.
-        liveness_limit: Duration::from_secs(3600),
+        liveness_limit: Some(Duration::from_secs(3600)),
         check_starvation: false,
+        ..Options::default()
     }
 }
 
@@ -47,11 +46,12 @@ fn throttle_and_latency_layers_conform_around_every_policy() {
         let result = runner.run(&strategy::case(), |case| {
             let limits = case.device.limits;
             let inner = ty.build_default(&limits);
-            let mut layered = Throttle::new(
+            let layered = Throttle::new(
                 Box::new(LatencyLimiter::new(inner, tree(), &limits)),
                 tree(),
             );
-            run(&mut layered, &case, &options()).map_err(|v| TestCaseError::fail(v.to_string()))?;
+            run(Box::new(layered), &case, &options())
+                .map_err(|v| TestCaseError::fail(v.to_string()))?;
             Ok(())
         });
         assert!(

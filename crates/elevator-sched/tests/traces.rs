@@ -404,7 +404,8 @@ fn parse_insert(
 ) -> Result<Request, String> {
     let [id, op, extent] = positional[..] else {
         return Err(
-            "usage: insert <id> <R|W|WS|WD|F> <sector>+<sectors> [task= prio= group= meta= t=]".into(),
+            "usage: insert <id> <R|W|WS|WD|F> <sector>+<sectors> [task= prio= group= meta= t=]"
+                .into(),
         );
     };
     let id: u64 = id.parse().map_err(|_| format!("bad id {id:?}"))?;

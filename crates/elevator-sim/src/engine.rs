@@ -3,7 +3,7 @@
 use crate::workload::{Completion, Io, Workload};
 use elevator_core::{Duration, Instant, Op, Request, RequestId, Sector, TaskId};
 use elevator_device::{Device, DeviceStats};
-use elevator_sched::{Dispatch, Scheduler};
+use elevator_sched::{CheckOptions, CheckReport, Checked, Dispatch, OnViolation, Scheduler};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -63,6 +63,10 @@ pub struct EngineConfig {
     pub sync_lists: bool,
     /// Stop here even if the workload has not finished.
     pub time_limit: Instant,
+    /// Run the policy through the invariant checker
+    /// ([`elevator_sched::check`]), as every run does when debug
+    /// assertions are on: a broken promise panics with the run's context.
+    pub check: bool,
 }
 
 impl Default for EngineConfig {
@@ -84,6 +88,7 @@ impl EngineConfig {
             restart_before_wakeup: false,
             sync_lists: false,
             time_limit: Instant::NEVER,
+            check: false,
         }
     }
 
@@ -128,12 +133,13 @@ impl EngineConfig {
             restart_before_wakeup: true,
             sync_lists: false,
             time_limit: Instant::NEVER,
+            check: false,
         }
     }
 }
 
 /// How a run ended.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RunSummary {
     /// Virtual time when the run stopped.
     pub end: Instant,
@@ -144,6 +150,8 @@ pub struct RunSummary {
     /// Engine iterations (distinct event instants handled).
     pub events: u64,
     pub device: DeviceStats,
+    /// What the invariant checker saw, when the run was checked.
+    pub check: Option<CheckReport>,
 }
 
 /// What the engine remembers of a submitted request until it completes.
@@ -180,7 +188,9 @@ struct Batch {
 /// A policy and a device in virtual time.
 #[derive(Debug)]
 pub struct Engine {
-    sched: Box<dyn Scheduler>,
+    sched: Checked,
+    /// Who is running (scenario, seed, replay command), for panics.
+    context: String,
     device: Box<dyn Device>,
     config: EngineConfig,
     now: Instant,
@@ -208,8 +218,23 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(sched: Box<dyn Scheduler>, device: Box<dyn Device>, config: EngineConfig) -> Self {
+        let context = String::from("(no run context given)");
+        let sched = if config.check || cfg!(debug_assertions) {
+            let options = CheckOptions {
+                // A throttled group waits as long as its limit says.
+                liveness_limit: None,
+                ..CheckOptions::default()
+            };
+            let on_violation = OnViolation::Panic {
+                context: context.clone(),
+            };
+            Checked::new(sched, &device.limits(), options, on_violation)
+        } else {
+            Checked::unchecked(sched)
+        };
         Engine {
             sched,
+            context,
             device,
             config,
             now: Instant::ZERO,
@@ -232,8 +257,30 @@ impl Engine {
         }
     }
 
+    /// Name the run for the messages of a failed check or engine
+    /// assertion: the scenario, policy, seed and how to replay it.
+    pub fn set_context(&mut self, context: String) {
+        self.sched.set_context(context.clone());
+        self.context = context;
+    }
+
+    /// Whether the policy runs through the invariant checker.
+    pub fn checked(&self) -> bool {
+        self.sched.enabled()
+    }
+
     pub fn scheduler(&self) -> &dyn Scheduler {
-        self.sched.as_ref()
+        self.sched.inner()
+    }
+
+    /// A bug in the engine, the device or the workload: stop with the
+    /// run's context.
+    #[track_caller]
+    fn bug(&self, message: std::fmt::Arguments<'_>) -> ! {
+        panic!(
+            "engine invariant violated at {}: {message}\n{}",
+            self.now, self.context
+        )
     }
 
     pub fn device(&self) -> &dyn Device {
@@ -262,7 +309,9 @@ impl Engine {
                 timed_out = true;
                 break;
             }
-            debug_assert!(next >= self.now, "time went backwards");
+            if next < self.now {
+                self.bug(format_args!("next event at {next} is in the past"));
+            }
             self.now = next;
             events += 1;
 
@@ -288,12 +337,25 @@ impl Engine {
             }
             self.dispatch();
         }
+        let check = self.sched.enabled().then(|| self.finish_check());
         RunSummary {
             end: self.now,
             timed_out,
             completed: self.completed,
             events,
             device: self.device.stats(),
+            check,
+        }
+    }
+
+    /// The checker's end-of-run checks: starvation always; nothing lost
+    /// when the run drained (a run may end with background work queued).
+    fn finish_check(&mut self) -> CheckReport {
+        let drained = self.parts.is_empty();
+        let result = self.sched.finish(Duration::ZERO, self.now, drained);
+        match result {
+            Ok(report) => report,
+            Err(v) => unreachable!("a panicking checker returned {v}"),
         }
     }
 
@@ -490,7 +552,16 @@ impl Engine {
         self.sched.insert(request, self.now);
         // A merge takes no new slot; coalescing two queued requests frees one.
         let after = self.sched.queued();
-        self.allocated[dir] = (self.allocated[dir] + after).saturating_sub(before);
+        // Coalescing two queued requests frees a slot of this direction,
+        // so the count can fall, never below zero.
+        self.allocated[dir] = match (self.allocated[dir] + after).checked_sub(before) {
+            Some(n) => n,
+            None => self.bug(format_args!(
+                "insert left {after} queued of {before}, more than the {} slots of its \
+                 direction could free",
+                self.allocated[dir]
+            )),
+        };
     }
 
     /// Feed the device while it has free slots and the policy has work.
@@ -500,11 +571,19 @@ impl Engine {
             match self.sched.dispatch(self.now) {
                 Dispatch::Request(request) => {
                     self.device.submit(&request, self.now);
-                    let old = self.in_flight.insert(request.id, (request, self.now));
-                    assert!(old.is_none(), "policy dispatched a request twice");
+                    let id = request.id;
+                    if self.in_flight.insert(id, (request, self.now)).is_some() {
+                        self.bug(format_args!("{id:?} dispatched while already in flight"));
+                    }
                 }
                 Dispatch::Wait { until } => {
-                    self.sched_wake = Some(until.max(self.now + elevator_core::Duration(1)));
+                    if until <= self.now {
+                        self.bug(format_args!(
+                            "{} answered Wait until {until}, not in the future",
+                            self.sched.name()
+                        ));
+                    }
+                    self.sched_wake = Some(until);
                     return;
                 }
                 Dispatch::Empty => {
@@ -524,20 +603,31 @@ impl Engine {
 
     /// The device finished `id`: tell the policy and free the slot.
     fn retire(&mut self, id: RequestId) -> (Request, Instant) {
-        let (request, dispatched) = self
-            .in_flight
-            .remove(&id)
-            .unwrap_or_else(|| panic!("device completed {id:?}, which is not in flight"));
+        let Some((request, dispatched)) = self.in_flight.remove(&id) else {
+            self.bug(format_args!(
+                "device completed {id:?}, which is not in flight"
+            ))
+        };
         self.sched.complete(&request, self.now);
         let dir = self.dir_of(&request);
-        self.allocated[dir] = self.allocated[dir].saturating_sub(1);
+        let Some(slots) = self.allocated[dir].checked_sub(1) else {
+            self.bug(format_args!("{request} completed with no slot allocated"))
+        };
+        self.allocated[dir] = slots;
         // `freed_request`: below nr_requests the list is no longer full.
         if self.allocated[dir] < self.config.nr_requests[dir] {
             self.full[dir] = false;
         }
-        self.sectors_allocated = self
+        let Some(sectors) = self
             .sectors_allocated
-            .saturating_sub(u64::from(request.sectors));
+            .checked_sub(u64::from(request.sectors))
+        else {
+            self.bug(format_args!(
+                "{request} completed with only {} sectors allocated",
+                self.sectors_allocated
+            ))
+        };
+        self.sectors_allocated = sectors;
         (request, dispatched)
     }
 
@@ -548,9 +638,11 @@ impl Engine {
         self.last_completion = self.now;
         let total_sectors = u64::from(request.sectors.max(1));
         for part_id in request.ids() {
-            let part = self.parts.remove(&part_id).unwrap_or_else(|| {
-                panic!("request {part_id:?} completed twice or never submitted")
-            });
+            let Some(part) = self.parts.remove(&part_id) else {
+                self.bug(format_args!(
+                    "{part_id:?} completed twice or never submitted"
+                ))
+            };
             self.completed += 1;
             let done = Completion {
                 id: part_id,

@@ -374,9 +374,10 @@ mod tests {
             self.queue.push_back(request);
         }
         fn dispatch(&mut self, _now: Instant) -> elevator_sched::Dispatch {
-            self.queue
-                .pop_front()
-                .map_or(elevator_sched::Dispatch::Empty, elevator_sched::Dispatch::Request)
+            self.queue.pop_front().map_or(
+                elevator_sched::Dispatch::Empty,
+                elevator_sched::Dispatch::Request,
+            )
         }
         fn complete(&mut self, _request: &elevator_core::Request, _now: Instant) {}
         fn queued(&self) -> usize {

@@ -1009,6 +1009,49 @@ impl Scheduler for Anticipatory {
         self.maybe_forget(task);
     }
 
+    /// Per direction the sorted list, the FIFO and the owners hold the
+    /// same requests and `next_rq` is one of them exactly when any is
+    /// queued; anticipation is on only with a task to wait for, and a
+    /// waiting-for-request state only while something is on the device.
+    fn check_invariants(&self) -> Result<(), String> {
+        for (dir, d) in self.dirs.iter().enumerate() {
+            let n = d.sorted.len();
+            if d.fifo.len() != n || d.meta.len() != n {
+                return Err(format!(
+                    "direction {dir}: {n} sorted, {} in the FIFO, {} owners",
+                    d.fifo.len(),
+                    d.meta.len()
+                ));
+            }
+            if let Some((at, id)) = d
+                .fifo
+                .iter()
+                .find(|(at, id)| d.meta.get(id).map(|m| m.0) != Some(*at))
+            {
+                return Err(format!(
+                    "direction {dir}: FIFO entry {id:?} at {at} has no owner"
+                ));
+            }
+            match self.next_rq[dir] {
+                Some(id) if !d.meta.contains_key(&id) => {
+                    return Err(format!("direction {dir}: next_rq {id:?} is not queued"))
+                }
+                None if n > 0 => return Err(format!("direction {dir}: {n} queued, no next_rq")),
+                _ => {}
+            }
+        }
+        if self.antic_status != AnticStatus::Off && self.antic_task.is_none() {
+            return Err(format!(
+                "anticipating ({:?}) with no task",
+                self.antic_status
+            ));
+        }
+        if self.antic_status == AnticStatus::WaitReq && self.nr_dispatched == 0 {
+            return Err("waiting for a request's completion with nothing dispatched".into());
+        }
+        Ok(())
+    }
+
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
         if self.queue_depth > 1 {
             return None;

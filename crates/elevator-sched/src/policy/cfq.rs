@@ -1944,6 +1944,75 @@ impl Scheduler for Cfq {
     fn starvation_bound(&self, _service: Duration, _max_queued: usize) -> Option<Duration> {
         None
     }
+
+    /// The invariants of the module docs: a queue is in a service tree
+    /// (at the key it remembers) exactly when it is busy, every busy queue
+    /// but the active one has requests, the busy counts agree, a group
+    /// with busy queues is on the group tree, and `rq_queued` is the
+    /// requests in all sorted lists.
+    fn check_invariants(&self) -> Result<(), String> {
+        let mut queued = 0usize;
+        let mut busy = 0u32;
+        let mut busy_in = vec![0u32; self.groups.len()];
+        for (i, q) in self.queues.iter().enumerate() {
+            let Some(q) = q else { continue };
+            queued += q.sorted.len();
+            let id = QueueId(i as u32);
+            match (q.on_rr, q.tree) {
+                (true, Some((t, key, seq))) => {
+                    busy += 1;
+                    busy_in[q.group] += 1;
+                    if !self.groups[q.group].trees[t]
+                        .queues
+                        .contains(&(key, seq, id))
+                    {
+                        return Err(format!("busy queue {i} is not in tree {t} at key {key}"));
+                    }
+                    if q.sorted.is_empty() && self.active != Some(id) {
+                        return Err(format!("busy queue {i} has no request and is not active"));
+                    }
+                }
+                (false, None) => {}
+                (on_rr, tree) => {
+                    return Err(format!(
+                        "queue {i}: on_rr {on_rr} but service tree {tree:?}"
+                    ))
+                }
+            }
+        }
+        if queued != self.rq_queued {
+            return Err(format!(
+                "rq_queued = {} but the queues hold {queued}",
+                self.rq_queued
+            ));
+        }
+        if busy != self.busy_queues {
+            return Err(format!(
+                "busy_queues = {} but {busy} are busy",
+                self.busy_queues
+            ));
+        }
+        for (g, group) in self.groups.iter().enumerate() {
+            let in_trees: usize = group.trees.iter().map(|t| t.queues.len()).sum();
+            if in_trees != busy_in[g] as usize || group.nr_cfqq != busy_in[g] {
+                return Err(format!(
+                    "group {g}: {in_trees} queues in its trees, nr_cfqq {}, {} busy",
+                    group.nr_cfqq, busy_in[g]
+                ));
+            }
+            if group.nr_cfqq > 0 && group.tree_key.is_none() {
+                return Err(format!(
+                    "group {g} has busy queues but is not on the group tree"
+                ));
+            }
+            if let Some((k, seq)) = group.tree_key {
+                if !self.group_tree.contains(&(k, seq, g)) {
+                    return Err(format!("group {g} remembers key {k} but is not there"));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -98,8 +98,7 @@ use crate::{
     Tunables,
 };
 use elevator_core::{
-    Duration, Instant, IoClass, Op, QueueLimits, Request, RequestId, Sector, TaskId,
-    IOPRIO_LEVELS,
+    Duration, Instant, IoClass, Op, QueueLimits, Request, RequestId, Sector, TaskId, IOPRIO_LEVELS,
 };
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
@@ -662,7 +661,10 @@ impl Cfq2632 {
             (Some(x), Some(y)) => (x, y),
         };
         let sorted = &self.q(id).sorted;
-        let (r1, r2) = (sorted.get(x).expect("queued"), sorted.get(y).expect("queued"));
+        let (r1, r2) = (
+            sorted.get(x).expect("queued"),
+            sorted.get(y).expect("queued"),
+        );
         Some(if self.back_seek.prefers(r1, r2, last) {
             x
         } else {
@@ -906,7 +908,10 @@ impl Cfq2632 {
         let next = self.find_next_rq(id, rid);
         let q = self.qm(id);
         q.next_rq = next;
-        let t = q.fifo_time.remove(&rid).expect("queued request has a deadline");
+        let t = q
+            .fifo_time
+            .remove(&rid)
+            .expect("queued request has a deadline");
         q.fifo.remove(&(t, rid));
         let request = q.sorted.remove(rid).expect("queued");
         if request.meta {
@@ -974,7 +979,8 @@ impl Scheduler for Cfq2632 {
                     .tasks
                     .entry(task)
                     .or_insert_with(|| TaskState::new(now));
-                t.ttime.add(now.since(t.last_end_request).nanos().min(limit));
+                t.ttime
+                    .add(now.since(t.last_end_request).nanos().min(limit));
                 t.add_seek(sector);
                 self.update_idle_window(id, task);
                 if let Some(t) = self.tasks.get_mut(&task) {
@@ -1136,6 +1142,55 @@ impl Scheduler for Cfq2632 {
     fn starvation_bound(&self, _service: Duration, _max_queued: usize) -> Option<Duration> {
         None
     }
+
+    /// The module's invariants: the tree holds exactly the busy queues,
+    /// each with requests queued; the counts match the queues.
+    fn check_invariants(&self) -> Result<(), String> {
+        let (mut queued, mut busy, mut dispatched, mut sync_dispatched) = (0, 0, 0, 0);
+        for (i, q) in self.queues.iter().enumerate() {
+            let Some(q) = q else { continue };
+            queued += q.sorted.len();
+            dispatched += q.dispatched;
+            if q.sync {
+                sync_dispatched += q.dispatched;
+            }
+            if let Some(e) = q.tree {
+                busy += 1;
+                if e.4 != QueueId(i as u32) || !self.tree.contains(&e) {
+                    return Err(format!("queue {i} is not in the tree at {e:?}"));
+                }
+                if q.sorted.is_empty() {
+                    return Err(format!("busy queue {i} has no request"));
+                }
+            } else if !q.sorted.is_empty() {
+                return Err(format!("queue {i} has requests but is not in the tree"));
+            }
+        }
+        if busy != self.busy_queues as usize || busy != self.tree.len() {
+            return Err(format!(
+                "busy_queues {} and {} tree entries, but {busy} queues are busy",
+                self.busy_queues,
+                self.tree.len()
+            ));
+        }
+        if queued != self.rq_queued {
+            return Err(format!("rq_queued {} but {queued} queued", self.rq_queued));
+        }
+        let in_driver = self.rq_in_driver();
+        if dispatched != in_driver || in_driver as usize != self.in_flight.len() {
+            return Err(format!(
+                "rq_in_driver {in_driver}, queues' dispatched {dispatched}, in flight {}",
+                self.in_flight.len()
+            ));
+        }
+        if sync_dispatched != self.sync_flight {
+            return Err(format!(
+                "sync_flight {} but sync queues have {sync_dispatched} in the driver",
+                self.sync_flight
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -1165,7 +1220,10 @@ mod tests {
             (4, IoPrio::rt(7)),
         ];
         for (k, &(task, prio)) in arrivals.iter().enumerate() {
-            s.insert(read(k as u64, task, 1_000_000 * k as u64, prio), Instant::ZERO);
+            s.insert(
+                read(k as u64, task, 1_000_000 * k as u64, prio),
+                Instant::ZERO,
+            );
         }
         s.tree_order()
     }
@@ -1247,7 +1305,8 @@ mod tests {
                 }
             }
             s.insert(read(10_000, 2, 900_000_000, IoPrio::be(4)), t);
-            let waited = matches!(s.dispatch(t), Dispatch::Wait { until } if until != Instant::NEVER);
+            let waited =
+                matches!(s.dispatch(t), Dispatch::Wait { until } if until != Instant::NEVER);
             assert_eq!(waited, idles, "depth {depth}");
         }
     }
@@ -1284,12 +1343,31 @@ mod tests {
             panic!("dispatched")
         };
         let other = read(9, 2, 900_000, IoPrio::be(4));
-        assert_eq!(s.may_queue(&r(2), Instant::ZERO), MayQueue::May, "not idling yet");
+        assert_eq!(
+            s.may_queue(&r(2), Instant::ZERO),
+            MayQueue::May,
+            "not idling yet"
+        );
         s.complete(&d, Instant(1_000_000));
-        assert!(matches!(s.dispatch(Instant(1_000_000)), Dispatch::Empty | Dispatch::Wait { .. }));
-        assert_eq!(s.may_queue(&other, Instant(1_000_000)), MayQueue::May, "not its queue");
-        assert_eq!(s.may_queue(&r(2), Instant(1_000_000)), MayQueue::Must, "idling on it");
-        assert_eq!(s.may_queue(&r(2), Instant(1_000_000)), MayQueue::May, "once per slice");
+        assert!(matches!(
+            s.dispatch(Instant(1_000_000)),
+            Dispatch::Empty | Dispatch::Wait { .. }
+        ));
+        assert_eq!(
+            s.may_queue(&other, Instant(1_000_000)),
+            MayQueue::May,
+            "not its queue"
+        );
+        assert_eq!(
+            s.may_queue(&r(2), Instant(1_000_000)),
+            MayQueue::Must,
+            "idling on it"
+        );
+        assert_eq!(
+            s.may_queue(&r(2), Instant(1_000_000)),
+            MayQueue::May,
+            "once per slice"
+        );
     }
 
     #[test]

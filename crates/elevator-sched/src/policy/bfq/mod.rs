@@ -2173,6 +2173,50 @@ impl Scheduler for Bfq {
             self.release_task(task, q);
         }
     }
+
+    /// The B-WF2Q+ trees (`Wf2q::check`), and the counts around them:
+    /// `queued` is the requests in every queue's sorted list, the busy
+    /// count is the queues marked busy, a queue with requests is busy (a
+    /// busy one may be empty: `__bfq_bfqq_expire` keeps a preempted queue
+    /// busy when idling protects its guarantees), and `rq_in_driver` is
+    /// what is in flight.
+    fn check_invariants(&self) -> Result<(), String> {
+        self.wf.check()?;
+        let (mut queued, mut busy, mut dispatched) = (0usize, 0u32, 0u32);
+        for (i, qu) in self.queues.iter().enumerate() {
+            let Some(qu) = qu else { continue };
+            queued += qu.sorted.len();
+            dispatched += qu.dispatched;
+            if qu.busy {
+                busy += 1;
+            } else if !qu.sorted.is_empty() {
+                return Err(format!(
+                    "queue {i} has {} requests but is not busy",
+                    qu.sorted.len()
+                ));
+            }
+        }
+        if queued != self.queued {
+            return Err(format!(
+                "queued = {} but the queues hold {queued}",
+                self.queued
+            ));
+        }
+        if busy != self.total_busy() {
+            return Err(format!(
+                "{} busy counted, {busy} queues busy",
+                self.total_busy()
+            ));
+        }
+        if dispatched != self.rq_in_driver || self.in_flight.len() != self.rq_in_driver as usize {
+            return Err(format!(
+                "rq_in_driver = {}, queues count {dispatched} dispatched, {} in flight",
+                self.rq_in_driver,
+                self.in_flight.len()
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

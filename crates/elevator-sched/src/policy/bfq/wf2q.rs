@@ -28,7 +28,7 @@
 //! their active trees while in service and put back (requeued) or parked
 //! (idle tree) when the leaf's service slot ends.
 //!
-//! Invariants (checked by `debug_check` in tests):
+//! Invariants (checked by `check`, which BFQ's `check_invariants` runs):
 //! - an entity is in at most one place: an active tree, an idle tree, or
 //!   in service; `on_st` is true exactly in those places;
 //! - `wsum` of a tree equals the sum of the weights of the entities it holds;
@@ -771,69 +771,112 @@ impl Wf2q {
         self.es[g as usize].parent = parent;
     }
 
-    /// Check every invariant listed in the module docs (tests only).
-    #[cfg(test)]
-    pub(super) fn debug_check(&self) {
+    /// Check every invariant listed in the module docs: weight sums and
+    /// active counts per tree, AVL balance, order and `min_start` of every
+    /// active tree, idle entities in their idle tree, and a group active
+    /// exactly when it has active children. O(entities).
+    pub(super) fn check(&self) -> Result<(), String> {
         let mut wsum = vec![[0u64; 3]; self.sds.len()];
         let mut active = vec![0u32; self.sds.len()];
-        let free: std::collections::BTreeSet<u32> = self.free_entities.iter().copied().collect();
+        let mut free = vec![false; self.es.len()];
+        for &f in &self.free_entities {
+            free[f as usize] = true;
+        }
         for (i, e) in self.es.iter().enumerate() {
-            if free.contains(&(i as u32)) || !e.on_st() {
+            if free[i] || !e.on_st() {
                 continue;
             }
             wsum[e.parent as usize][e.class.index()] += e.weight;
             if matches!(e.place, Place::Active | Place::InService) {
                 active[e.parent as usize] += 1;
             }
-            if e.place == Place::Idle {
-                assert!(self.tree(i as u32).idle.contains(&(e.finish, i as u32)));
+            if e.place == Place::Idle && !self.tree(i as u32).idle.contains(&(e.finish, i as u32)) {
+                return Err(format!("idle entity {i} is not in its idle tree"));
             }
         }
         for (s, sd) in self.sds.iter().enumerate() {
-            assert_eq!(
-                sd.active_children, active[s],
-                "active children of group {s}"
-            );
+            if sd.active_children != active[s] {
+                return Err(format!(
+                    "group {s} counts {} active children, {} are active",
+                    sd.active_children, active[s]
+                ));
+            }
             for (c, st) in sd.trees.iter().enumerate() {
-                assert_eq!(st.wsum, wsum[s][c], "wsum of group {s} class {c}");
+                if st.wsum != wsum[s][c] {
+                    return Err(format!(
+                        "weight sum of group {s} class {c} is {}, its entities weigh {}",
+                        st.wsum, wsum[s][c]
+                    ));
+                }
                 let mut n = 0;
-                check_subtree(&self.es, st.active, &mut n);
-                assert_eq!(n, st.active_len);
+                check_subtree(&self.es, st.active, &mut n)?;
+                if n != st.active_len {
+                    return Err(format!(
+                        "active tree of group {s} class {c} holds {n} entities, counted {}",
+                        st.active_len
+                    ));
+                }
             }
             if s != ROOT as usize {
                 let g = &self.es[sd.entity as usize];
-                assert_eq!(
-                    matches!(g.place, Place::Active | Place::InService),
-                    sd.active_children > 0,
-                    "group {s} activity"
-                );
+                let busy = matches!(g.place, Place::Active | Place::InService);
+                if busy != (sd.active_children > 0) {
+                    return Err(format!(
+                        "group {s} is {:?} with {} active children",
+                        g.place, sd.active_children
+                    ));
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// [`Wf2q::check`], panicking (tests).
+    #[cfg(test)]
+    pub(super) fn debug_check(&self) {
+        if let Err(e) = self.check() {
+            panic!("B-WF2Q+ invariant: {e}");
         }
     }
 }
 
-/// Check AVL balance, order and min_start of a subtree; count its nodes.
-#[cfg(test)]
-fn check_subtree(es: &[Entity], n: EntityId, count: &mut u32) -> (u8, u64) {
+/// Check AVL balance, order and `min_start` of a subtree; count its nodes;
+/// return its height and smallest start.
+fn check_subtree(es: &[Entity], n: EntityId, count: &mut u32) -> Result<(u8, u64), String> {
     if n == NIL {
-        return (0, u64::MAX);
+        return Ok((0, u64::MAX));
     }
     *count += 1;
     let e = &es[n as usize];
-    assert_eq!(e.place, Place::Active);
-    let (hl, ml) = check_subtree(es, e.left, count);
-    let (hr, mr) = check_subtree(es, e.right, count);
-    if e.left != NIL {
-        assert!(es[e.left as usize].key() < e.key());
+    if e.place != Place::Active {
+        return Err(format!("entity {n} is in an active tree as {:?}", e.place));
     }
-    if e.right != NIL {
-        assert!(es[e.right as usize].key() > e.key());
+    let (hl, ml) = check_subtree(es, e.left, count)?;
+    let (hr, mr) = check_subtree(es, e.right, count)?;
+    if e.left != NIL && es[e.left as usize].key() >= e.key() {
+        return Err(format!("entity {n}: left child {} out of order", e.left));
     }
-    assert!(hl.abs_diff(hr) <= 1, "unbalanced");
-    assert_eq!(e.height, 1 + hl.max(hr));
+    if e.right != NIL && es[e.right as usize].key() <= e.key() {
+        return Err(format!("entity {n}: right child {} out of order", e.right));
+    }
+    if hl.abs_diff(hr) > 1 {
+        return Err(format!("entity {n}: unbalanced ({hl} vs {hr})"));
+    }
+    if e.height != 1 + hl.max(hr) {
+        return Err(format!(
+            "entity {n}: height {} should be {}",
+            e.height,
+            1 + hl.max(hr)
+        ));
+    }
     let m = e.start.min(ml).min(mr);
-    assert_eq!(e.min_start, m);
-    (e.height, m)
+    if e.min_start != m {
+        return Err(format!(
+            "entity {n}: min_start {} should be {m}",
+            e.min_start
+        ));
+    }
+    Ok((e.height, m))
 }
 
 #[cfg(test)]
@@ -867,7 +910,7 @@ mod tests {
         root = tree_remove(&mut es, root, 3);
         assert_eq!(first_eligible(&es, root, 10), Some(1));
         let mut n = 0;
-        check_subtree(&es, root, &mut n);
+        check_subtree(&es, root, &mut n).expect("a valid tree");
         assert_eq!(n, 3);
     }
 
@@ -894,7 +937,7 @@ mod tests {
                     live.push(id);
                 }
                 let mut n = 0;
-                check_subtree(&es, root, &mut n);
+                check_subtree(&es, root, &mut n).expect("a valid tree");
                 prop_assert_eq!(n as usize, live.len());
                 let brute = live
                     .iter()

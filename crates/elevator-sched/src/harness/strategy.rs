@@ -8,7 +8,7 @@
 //!   starves one direction breaks its starvation bound on these runs (the
 //!   `ReadsFirst` toy in the conformance suite proves it).
 
-use crate::common::workload::{
+use crate::harness::workload::{
     Case, DeviceSpec, Exit, Layout, OpKind, OpMix, Phase, TaskScript, Workload,
 };
 use elevator_core::{Duration, GroupId, IoPrio, QueueLimits, TaskId};

@@ -2,9 +2,9 @@
 //! against them and expects failures: a checker that cannot fail proves
 //! nothing.
 
+use crate::policy::deadline::Deadline;
+use crate::{Dispatch, Scheduler};
 use elevator_core::{Duration, Instant, Op, QueueLimits, Request};
-use elevator_sched::policy::deadline::Deadline;
-use elevator_sched::{Dispatch, Scheduler};
 use std::collections::VecDeque;
 
 /// Reads always go first; writes wait until no read is queued. It claims
