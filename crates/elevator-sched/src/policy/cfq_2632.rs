@@ -1295,14 +1295,9 @@ mod tests {
             let (_, mut s) = hw_tag_after(depth, false);
             // Drain, then let the reader's last request complete alone.
             let mut t = Instant(300_000_000);
-            loop {
-                match s.dispatch(t) {
-                    Dispatch::Request(r) => {
-                        t = t + Duration::from_micros(100);
-                        s.complete(&r, t);
-                    }
-                    _ => break,
-                }
+            while let Dispatch::Request(r) = s.dispatch(t) {
+                t += Duration::from_micros(100);
+                s.complete(&r, t);
             }
             s.insert(read(10_000, 2, 900_000_000, IoPrio::be(4)), t);
             let waited =
