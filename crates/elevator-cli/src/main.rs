@@ -10,6 +10,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+mod fio;
+
 /// The scenario `elevator run` runs when given none.
 const DEFAULT_SCENARIO: &str = "ten-streaming-readers";
 
@@ -45,8 +47,21 @@ enum Command {
         /// bytes, restart_before_wakeup).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
+        /// Output format; `--output-format` as fio spells it (json: fio's JSON for job files).
+        #[arg(long, visible_alias = "output-format", value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// For fio job files (`*.fio`): the simulator, or the io_uring runtime on a real target.
+        #[arg(long, value_enum)]
+        engine: Option<fio::EngineKind>,
+        /// The file or block device `--engine uring` uses (default: the job's filename=).
+        #[arg(long)]
+        target: Option<std::path::PathBuf>,
+        /// Let `--engine uring` write to the target (never without it).
+        #[arg(long)]
+        allow_write: bool,
+        /// Device queue-depth limit (default: uring, what the jobs issue; sim, the device's).
+        #[arg(long)]
+        depth: Option<usize>,
         /// Run every policy through the invariant checker (conservation, merges,
         /// waits, starvation bound, the policy's own structure); a broken promise
         /// stops the run with the seed and a command that replays it.
@@ -73,10 +88,25 @@ enum Command {
     },
     /// List policies, device profiles and built-in scenarios, one per line.
     List,
+    /// Swarm testing: run random scenarios (policy and tunables, device, direct
+    /// jobs, host processes, groups, faults) under the invariant checker and
+    /// print each failure's seed and scenario file.
+    Swarm {
+        /// The first run's seed; run i uses seed + i.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// How many runs.
+        #[arg(long, default_value_t = 100)]
+        runs: u64,
+        /// Where to write the scenario file of each failing run.
+        #[arg(long, default_value = ".")]
+        out: std::path::PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Format {
+    #[value(alias = "normal")]
     Table,
     Json,
     Csv,
@@ -115,6 +145,11 @@ fn main() -> ExitCode {
 fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
     match cli.command {
         Command::List => list(out),
+        Command::Swarm {
+            seed,
+            runs,
+            out: dir,
+        } => swarm(seed, runs, &dir, out),
         Command::Letter {
             device,
             sched,
@@ -151,8 +186,35 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             seed,
             set,
             format,
+            engine,
+            target,
+            allow_write,
+            depth,
             check,
         } => {
+            if engine.is_some() || fio::is_job_file(&scenario) {
+                let options = fio::FioOptions {
+                    job: scenario.into(),
+                    engine: engine.unwrap_or(fio::EngineKind::Sim),
+                    target,
+                    allow_write,
+                    schedulers: sched.unwrap_or_else(|| vec!["noop".into()]),
+                    tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                    device,
+                    seed: seed.unwrap_or(1),
+                    depth,
+                    check,
+                    json: match format {
+                        Format::Table => false,
+                        Format::Json => true,
+                        Format::Csv => bail!("--format csv is not available for fio job files"),
+                    },
+                };
+                return fio::run(&options, out);
+            }
+            if target.is_some() || allow_write || depth.is_some() {
+                bail!("--target, --allow-write and --depth apply to fio job files (*.fio)");
+            }
             let scenario = load(&scenario)?;
             let options = RunOptions {
                 schedulers: sched,
@@ -171,6 +233,54 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `elevator swarm`: one line per failing run, a summary at the end.
+fn swarm(seed: u64, runs: u64, dir: &std::path::Path, out: &mut Vec<u8>) -> Result<()> {
+    // The checker's panics are reported here, one line each.
+    std::panic::set_hook(Box::new(|_| {}));
+    let (mut requests, mut errors, mut failures) = (0u64, 0u64, 0u64);
+    let mut per_policy: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for i in 0..runs {
+        let outcome = elevator_scenario::swarm::run_one(seed.wrapping_add(i));
+        let g = &outcome.generated;
+        requests += outcome.requests;
+        errors += outcome.errors;
+        let entry = per_policy.entry(g.policy.clone()).or_default();
+        entry.0 += 1;
+        entry.1 += outcome.requests;
+        if let Some(failure) = &outcome.failure {
+            failures += 1;
+            let path = dir.join(format!("swarm-{}.toml", g.seed));
+            std::fs::write(&path, &g.text)
+                .with_context(|| format!("writing {}", path.display()))?;
+            let first = failure.lines().next().unwrap_or("");
+            writeln!(
+                out,
+                "FAIL seed {} ({} on {}): {first}\n  scenario: {}\n  replay: elevator run {} --check",
+                g.seed,
+                g.policy,
+                g.device,
+                path.display(),
+                path.display()
+            )?;
+        }
+    }
+    let _ = std::panic::take_hook();
+    writeln!(out, "{:<14} {:>6} {:>12}", "policy", "runs", "requests")?;
+    for (policy, (n, r)) in &per_policy {
+        writeln!(out, "{policy:<14} {n:>6} {r:>12}")?;
+    }
+    writeln!(
+        out,
+        "swarm seeds {seed}..{}: {runs} runs, {requests} requests checked, {errors} failed by \
+         injected faults, {failures} runs failed",
+        seed.wrapping_add(runs)
+    )?;
+    if failures > 0 {
+        bail!("{failures} of {runs} swarm runs failed");
+    }
+    Ok(())
 }
 
 /// A built-in scenario, or a file.

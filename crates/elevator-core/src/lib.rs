@@ -5,16 +5,20 @@
 //! (the simulator or the io_uring runtime), and randomness comes from a
 //! [`Prng`] seeded by the scenario.
 
+mod error;
 mod group;
 mod ioprio;
 mod limits;
+mod port;
 mod prng;
 mod request;
 mod time;
 
+pub use error::IoError;
 pub use group::{Group, GroupTree, IoMax, IoMaxError, DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use ioprio::{IoClass, IoPrio, IoPrioError, IOPRIO_LEVELS};
 pub use limits::QueueLimits;
+pub use port::{BlockIo, Completion, Io, Workload};
 pub use prng::Prng;
 pub use request::{GroupId, Op, Request, RequestId, Sector, TaskId, SECTOR_SIZE};
 pub use time::{Duration, Instant};

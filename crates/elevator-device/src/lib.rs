@@ -38,14 +38,16 @@
 //! [`parse`]; [`builtin_profiles`] lists the built-ins.
 
 mod completions;
+mod faulty;
 mod hdd;
 mod profile;
 mod sdcard;
 mod ssd;
 
+pub use faulty::{FaultSpec, FaultStats, Faulty, DEFAULT_STALL, SD_TIMEOUT};
 pub use profile::{builtin_profiles, open, parse, ProfileError};
 
-use elevator_core::{Instant, QueueLimits, Request, RequestId};
+use elevator_core::{Instant, IoError, QueueLimits, Request, RequestId};
 
 /// Counters a device keeps over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -72,6 +74,12 @@ pub trait Device: Send + std::fmt::Debug {
     fn next_completion(&self) -> Option<Instant>;
     /// Pop one request whose service finished at or before `now`.
     fn complete(&mut self, now: Instant) -> Option<RequestId>;
+    /// [`Device::complete`] with the request's outcome: `None` for
+    /// success, or the error it failed with. Healthy models never fail;
+    /// [`Faulty`] wraps one to inject errors, timeouts and stalls.
+    fn complete_status(&mut self, now: Instant) -> Option<(RequestId, Option<IoError>)> {
+        self.complete(now).map(|id| (id, None))
+    }
     /// Requests submitted and not yet completed.
     fn in_flight(&self) -> usize;
     /// Counters so far.

@@ -328,6 +328,23 @@ impl PageCache {
         added
     }
 
+    /// A read of `[start, end)` failed: its pages, still not up to date,
+    /// leave the cache, so the next access reads them again (the kernel
+    /// keeps them, not up to date, and a reader's `readpage` retries; the
+    /// effect on I/O is the same).
+    pub fn fail_read(&mut self, file: FileId, start: u64, end: u64) {
+        for_chunks(start, end, |c, m| {
+            let Some(s) = self.slot(file, c) else { return };
+            let ch = &mut self.chunks[s as usize];
+            let locked = m & ch.present & !ch.uptodate & !ch.dirty & !ch.writeback;
+            ch.present &= !locked;
+            self.present -= u64::from(locked.count_ones());
+            if self.chunks[s as usize].present == 0 {
+                self.drop_chunk(s);
+            }
+        });
+    }
+
     /// A read of `[start, end)` completed.
     pub fn mark_uptodate(&mut self, file: FileId, start: u64, end: u64) {
         for_chunks(start, end, |c, m| {

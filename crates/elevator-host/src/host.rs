@@ -53,9 +53,9 @@ use crate::params::{
 use crate::readahead::RaState;
 use crate::readahead24::Ra24;
 use crate::syscall::{BarrierId, Ctx, PipeId, Program, Ret, SysResult, Syscall};
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, RequestId, Sector, TaskId};
 use elevator_metrics::JobStats;
-use elevator_sim::{BlockIo, Completion, Io, Workload};
 use elevator_workload::Part;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, VecDeque};
@@ -1524,8 +1524,20 @@ impl Host {
             panic!("host: completion of unknown request {:?}", done.id);
         };
         let end = tag.page + tag.pages;
+        if done.error.is_some() {
+            self.count_error(tag.issuer);
+        }
         if !tag.write {
-            self.cache.mark_uptodate(tag.file, tag.page, end);
+            if done.error.is_some() {
+                // The pages leave the cache; whoever waits for them wakes
+                // and reads them again. (Linux retries once in `readpage`
+                // and then returns EIO; here the retry repeats until the
+                // read succeeds, which injected faults, each below one half,
+                // let it do.)
+                self.cache.fail_read(tag.file, tag.page, end);
+            } else {
+                self.cache.mark_uptodate(tag.file, tag.page, end);
+            }
             let mut c = tag.page / CHUNK_PAGES;
             while c * CHUNK_PAGES < end {
                 let key = (u64::from(tag.file.0) << 32) | c;
@@ -1581,6 +1593,18 @@ impl Host {
                 }
             }
         }
+    }
+
+    /// A request of `issuer` failed: the process's (or the flusher's) row
+    /// counts it. A failed write's pages are clean anyway, their data lost,
+    /// as after the kernel's `end_page_writeback` with an error (which
+    /// also marks the mapping so that a later fsync returns EIO).
+    fn count_error(&mut self, issuer: Issuer) {
+        let row = match issuer {
+            Issuer::Proc(pid) => self.procs[pid].row,
+            Issuer::Flusher => self.pdflush_row,
+        };
+        self.rows[row].stats.errors += 1;
     }
 
     fn kick_flusher(&mut self, io: &mut Io<'_>) {

@@ -8,6 +8,7 @@
 //! Invariant: reports are pure functions of the recorded numbers; rendering
 //! never consults anything else, so equal runs print equal bytes.
 
+pub mod fio;
 mod latency;
 mod report;
 
@@ -32,6 +33,8 @@ pub struct JobStats {
     pub disk_time: Duration,
     /// Job-specific figures (frames missed, start-up time, ...), printed as is.
     pub extra: BTreeMap<String, f64>,
+    /// I/Os that failed (the device's EIO or timeout reached this job).
+    pub errors: u64,
 }
 
 impl JobStats {
@@ -46,6 +49,7 @@ impl JobStats {
             latency: LatencyStats::new(),
             disk_time: Duration::ZERO,
             extra: BTreeMap::new(),
+            errors: 0,
         }
     }
 
@@ -92,6 +96,7 @@ impl JobStats {
             pct_over_2s: lat.percent_over(Duration::from_secs(2)),
             pct_over_10s: lat.percent_over(Duration::from_secs(10)),
             extra: self.extra.clone(),
+            errors: self.errors,
         }
     }
 }

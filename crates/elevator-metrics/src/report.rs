@@ -45,6 +45,13 @@ pub struct JobReport {
     /// Job-specific figures (frames missed, start-up time, ...).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, f64>,
+    /// I/Os that failed (injected device faults).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub errors: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What one control group's jobs did together.

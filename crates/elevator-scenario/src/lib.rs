@@ -19,6 +19,7 @@ mod parse;
 mod result;
 mod run;
 pub mod startup;
+pub mod swarm;
 mod units;
 
 pub use builtin::{builtin, builtins};

@@ -4,8 +4,9 @@ use crate::error::{key_on_line, line_of, ScenarioError};
 use crate::result::{Metric, Reduce, ResultSpec};
 use crate::units::{parse_duration, parse_size};
 use elevator_core::{
-    Duration, GroupId, GroupTree, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
+    Duration, GroupId, GroupTree, Instant, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
 };
+use elevator_device::FaultSpec;
 use elevator_sim::EngineConfig;
 use elevator_workload::Pattern;
 use serde::Deserialize;
@@ -38,6 +39,7 @@ struct RawScenario {
     sched: BTreeMap<String, BTreeMap<String, S<i64>>>,
     #[serde(default)]
     block: RawBlock,
+    faults: Option<S<RawFaults>>,
     #[serde(default)]
     presets: BTreeMap<String, S<String>>,
     #[serde(default)]
@@ -81,6 +83,21 @@ struct RawResult {
     job: Option<S<String>>,
     group: Option<S<String>>,
     reduce: Option<S<String>>,
+}
+
+/// `[faults]`: errors, timeouts and stalls injected by the device.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFaults {
+    eio_rate: Option<S<f64>>,
+    timeout_rate: Option<S<f64>>,
+    stall_rate: Option<S<f64>>,
+    timeout: Option<S<String>>,
+    stall: Option<S<String>>,
+    #[serde(default)]
+    eio_at: Vec<S<String>>,
+    #[serde(default)]
+    stall_at: Vec<S<String>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -174,6 +191,8 @@ pub struct Scenario {
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
     /// The block layer below the policy (slots, in-flight limit).
     pub block: EngineConfig,
+    /// Faults the device injects (`[faults]`); empty: a healthy device.
+    pub faults: FaultSpec,
     /// Block layers for policies that run on another kernel's preset.
     pub block_by_policy: BTreeMap<String, EngineConfig>,
     /// The control groups (just the root unless the file declares some).
@@ -294,6 +313,7 @@ impl Scenario {
         }
 
         let block = block_config(&cx, &raw.block, None)?;
+        let faults = faults(&cx, &raw.faults)?;
 
         let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
@@ -376,6 +396,7 @@ impl Scenario {
             published: raw.published,
             tunables,
             block,
+            faults,
             block_by_policy,
             groups,
             sweep,
@@ -456,6 +477,55 @@ fn limit_sectors(cx: &Ctx<'_>, v: &S<String>, key: &str) -> Result<Option<u64>, 
         return Err(cx.at(v, key, "at least one sector (512 bytes), or max"));
     }
     Ok(Some(bytes / SECTOR_SIZE))
+}
+
+/// `[faults]`: each rate a probability per request (0 to 0.5), times as
+/// durations from the start of the run.
+fn faults(cx: &Ctx<'_>, raw: &Option<S<RawFaults>>) -> Result<FaultSpec, ScenarioError> {
+    let mut spec = FaultSpec::default();
+    let Some(raw) = raw else { return Ok(spec) };
+    let f = raw.get_ref();
+    for (rate, key, out) in [
+        (&f.eio_rate, "faults.eio_rate", &mut spec.eio_rate),
+        (
+            &f.timeout_rate,
+            "faults.timeout_rate",
+            &mut spec.timeout_rate,
+        ),
+        (&f.stall_rate, "faults.stall_rate", &mut spec.stall_rate),
+    ] {
+        if let Some(r) = rate {
+            let x = *r.get_ref();
+            if !(0.0..=0.5).contains(&x) {
+                return Err(cx.at(r, key, format!("{x} is not a probability in 0..=0.5")));
+            }
+            *out = x;
+        }
+    }
+    for (d, key, out) in [
+        (&f.timeout, "faults.timeout", &mut spec.timeout),
+        (&f.stall, "faults.stall", &mut spec.stall),
+    ] {
+        if let Some(d) = d {
+            let x = cx.duration(d, key)?;
+            if x < Duration::from_millis(1) {
+                return Err(cx.at(d, key, "must be at least 1ms"));
+            }
+            *out = x;
+        }
+    }
+    for (times, key, out) in [
+        (&f.eio_at, "faults.eio_at", &mut spec.eio_at),
+        (&f.stall_at, "faults.stall_at", &mut spec.stall_at),
+    ] {
+        for t in times {
+            out.push(Instant::ZERO + cx.duration(t, key)?);
+        }
+    }
+    if spec.eio_rate + spec.timeout_rate + spec.stall_rate > 0.5 {
+        return Err(cx.at(raw, "faults", "the rates must add up to at most 0.5"));
+    }
+    Ok(spec)
 }
 
 /// `[block]`: a preset, then its fields overridden one by one.

@@ -124,7 +124,15 @@ pub fn run_policy(
             known.join(", ")
         ))
     })?;
-    let dev = elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
+    let mut dev =
+        elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
+    if !scenario.faults.is_empty() {
+        dev = Box::new(elevator_device::Faulty::new(
+            dev,
+            scenario.faults.clone(),
+            seed,
+        ));
+    }
     let mut config = *scenario
         .block_by_policy
         .get(sched_type.name)

@@ -152,6 +152,19 @@ fn the_suite_catches_careless_merges() {
 }
 
 #[test]
+fn the_suite_catches_a_wait_in_the_past_empty_with_work_a_wrong_count_and_a_broken_structure() {
+    for (flaw, expected) in [
+        (Flaw::WaitsInThePast, "not in the future"),
+        (Flaw::ForgetsToDispatch, "would never be served"),
+        (Flaw::MiscountsQueued, "queued() ="),
+        (Flaw::CorruptsItself, "check_invariants"),
+    ] {
+        let message = expect_failure(|_| Box::new(Fifo::new(flaw)), 64);
+        assert!(message.contains(expected), "{flaw:?}: {message}");
+    }
+}
+
+#[test]
 fn the_suite_catches_a_policy_that_idles_forever() {
     let message = expect_failure(|_| Box::new(Fifo::new(Flaw::Stalls)), 64);
     assert!(message.contains("liveness"), "{message}");

@@ -1,7 +1,7 @@
 //! The event loop.
 
-use crate::workload::{Completion, Io, Workload};
-use elevator_core::{Duration, Instant, Op, Request, RequestId, Sector, TaskId};
+use elevator_core::{Completion, Io, Workload};
+use elevator_core::{Duration, Instant, IoError, Op, Request, RequestId, Sector, TaskId};
 use elevator_device::{Device, DeviceStats};
 use elevator_sched::{CheckOptions, CheckReport, Checked, Dispatch, OnViolation, Scheduler};
 use rustc_hash::FxHashMap;
@@ -147,6 +147,8 @@ pub struct RunSummary {
     pub timed_out: bool,
     /// Requests completed (merged requests count each part).
     pub completed: u64,
+    /// Requests the device failed (a merged request counts once).
+    pub errors: u64,
     /// Engine iterations (distinct event instants handled).
     pub events: u64,
     pub device: DeviceStats,
@@ -209,6 +211,8 @@ pub struct Engine {
     full: [bool; 2],
     batchers: FxHashMap<TaskId, Batch>,
     completed: u64,
+    /// Requests the device failed (each counts once, merged or not).
+    errors: u64,
     last_completion: Instant,
     // Scratch buffers reused across workload calls.
     submitted: Vec<Request>,
@@ -250,6 +254,7 @@ impl Engine {
             full: [false, false],
             batchers: FxHashMap::default(),
             completed: 0,
+            errors: 0,
             last_completion: Instant::ZERO,
             submitted: Vec::new(),
             armed: Vec::new(),
@@ -292,6 +297,8 @@ impl Engine {
     pub fn run(&mut self, workload: &mut dyn Workload) -> RunSummary {
         let mut events = 0u64;
         let mut timed_out = false;
+        // Nothing more could happen: everything submitted must be done.
+        let mut exhausted = false;
         self.call(workload, |w, io| w.start(io));
         self.dispatch();
         while !workload.finished() {
@@ -303,7 +310,10 @@ impl Engine {
             .into_iter()
             .flatten()
             .min();
-            let Some(next) = next else { break };
+            let Some(next) = next else {
+                exhausted = true;
+                break;
+            };
             if next > self.config.time_limit {
                 self.now = self.config.time_limit;
                 timed_out = true;
@@ -315,14 +325,16 @@ impl Engine {
             self.now = next;
             events += 1;
 
-            while let Some(id) = self.device.complete(self.now) {
+            while let Some((id, error)) = self.device.complete_status(self.now) {
                 if self.config.restart_before_wakeup {
                     let done = self.retire(id);
                     self.dispatch();
                     self.wake_waiters();
-                    self.deliver(done, workload);
+                    self.deliver(done, error, workload);
                 } else {
-                    self.finish(id, workload);
+                    let done = self.retire(id);
+                    self.wake_waiters();
+                    self.deliver(done, error, workload);
                 }
             }
             while let Some(&Reverse((t, _, token))) = self.timers.peek() {
@@ -337,11 +349,12 @@ impl Engine {
             }
             self.dispatch();
         }
-        let check = self.sched.enabled().then(|| self.finish_check());
+        let check = self.sched.enabled().then(|| self.finish_check(exhausted));
         RunSummary {
             end: self.now,
             timed_out,
             completed: self.completed,
+            errors: self.errors,
             events,
             device: self.device.stats(),
             check,
@@ -349,9 +362,10 @@ impl Engine {
     }
 
     /// The checker's end-of-run checks: starvation always; nothing lost
-    /// when the run drained (a run may end with background work queued).
-    fn finish_check(&mut self) -> CheckReport {
-        let drained = self.parts.is_empty();
+    /// when the run drained or nothing more could happen (a run that ends
+    /// when its measured jobs finish may leave background work queued).
+    fn finish_check(&mut self, exhausted: bool) -> CheckReport {
+        let drained = exhausted || self.parts.is_empty();
         let result = self.sched.finish(Duration::ZERO, self.now, drained);
         match result {
             Ok(report) => report,
@@ -365,14 +379,13 @@ impl Engine {
         workload: &mut dyn Workload,
         f: impl FnOnce(&mut dyn Workload, &mut Io<'_>),
     ) {
-        let mut io = Io {
-            now: self.now,
-            next_id: &mut self.next_id,
-            submitted: &mut self.submitted,
-            timers: &mut self.armed,
-            exited: &mut self.exited,
-            tag: 0,
-        };
+        let mut io = Io::new(
+            self.now,
+            &mut self.next_id,
+            &mut self.submitted,
+            &mut self.armed,
+            &mut self.exited,
+        );
         f(workload, &mut io);
         for (at, token) in self.armed.drain(..) {
             self.timers.push(Reverse((at, self.timer_seq, token)));
@@ -594,13 +607,6 @@ impl Engine {
         }
     }
 
-    /// The device finished `id`: tell the policy, free the slot, tell the workload.
-    fn finish(&mut self, id: RequestId, workload: &mut dyn Workload) {
-        let done = self.retire(id);
-        self.wake_waiters();
-        self.deliver(done, workload);
-    }
-
     /// The device finished `id`: tell the policy and free the slot.
     fn retire(&mut self, id: RequestId) -> (Request, Instant) {
         let Some((request, dispatched)) = self.in_flight.remove(&id) else {
@@ -632,7 +638,15 @@ impl Engine {
     }
 
     /// Tell the workload that each part of a retired request completed.
-    fn deliver(&mut self, done: (Request, Instant), workload: &mut dyn Workload) {
+    fn deliver(
+        &mut self,
+        done: (Request, Instant),
+        error: Option<IoError>,
+        workload: &mut dyn Workload,
+    ) {
+        if error.is_some() {
+            self.errors += 1;
+        }
         let (request, dispatched) = done;
         let service = self.now.since(dispatched.max(self.last_completion));
         self.last_completion = self.now;
@@ -653,6 +667,7 @@ impl Engine {
                 submitted: part.submitted,
                 dispatched,
                 completed: self.now,
+                error,
                 disk_time: Duration(
                     (u128::from(service.nanos()) * u128::from(part.sectors)
                         / u128::from(total_sectors)) as u64,

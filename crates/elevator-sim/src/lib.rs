@@ -16,7 +16,7 @@
 //! the device never holds more than its queue depth.
 
 mod engine;
-mod workload;
 
 pub use engine::{Engine, EngineConfig, RunSummary, IDE_24_MAX_SECTORS};
-pub use workload::{BlockIo, Completion, Io, Workload};
+// The port moved to elevator-core; re-exported so callers keep their paths.
+pub use elevator_core::{BlockIo, Completion, Io, Workload};

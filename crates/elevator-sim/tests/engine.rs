@@ -511,3 +511,51 @@ fn linux_2632_must_queue_admits_a_request_past_a_full_list() {
     let ([_, _, t3_cap], _) = first_insert(config, 12, Some(3));
     assert!(t3_cap > 0, "{t3_cap}");
 }
+
+/// A policy that breaks a promise inside the simulator stops the run with
+/// the violation, the policy, the simulated time, the seed and the command
+/// that replays it.
+#[test]
+fn a_broken_policy_stops_the_run_with_a_replayable_seed() {
+    use elevator_sched::harness::toys::{Fifo, Flaw};
+    for (flaw, expected) in [
+        (Flaw::Duplicates, "queued() = 82 but only 81"),
+        (Flaw::Loses, "undispatched"),
+        (Flaw::WaitsInThePast, "not in the future"),
+        (Flaw::CorruptsItself, "check_invariants"),
+    ] {
+        let config = EngineConfig {
+            check: true,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(
+            Box::new(Fifo::new(flaw)),
+            Box::new(FixedDisk::new(1, 1)),
+            config,
+        );
+        e.set_context(
+            "scenario burst, policy toy, device fixed, seed 42\n\
+             replay: elevator run burst.toml --sched toy --seed 42 --check"
+                .into(),
+        );
+        let mut w = Burst {
+            n: 100,
+            ..Burst::default()
+        };
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.run(&mut w)))
+            .expect_err("the checker stops the run");
+        let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        for part in [
+            expected,
+            "policy toy-",
+            " at t=",
+            "seed 42",
+            "replay: elevator run",
+        ] {
+            assert!(
+                message.contains(part),
+                "{flaw:?}: {part:?} missing in {message}"
+            );
+        }
+    }
+}

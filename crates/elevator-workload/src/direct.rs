@@ -28,11 +28,11 @@
 //! piece completes.
 
 use crate::Part;
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{
     Duration, GroupId, Instant, IoPrio, Op, Prng, RequestId, Sector, TaskId, SECTOR_SIZE,
 };
 use elevator_metrics::JobStats;
-use elevator_sim::{BlockIo, Completion, Io, Workload};
 use rustc_hash::FxHashMap;
 
 /// How a job picks its offsets.
@@ -97,6 +97,8 @@ pub struct DirectJob {
 #[derive(Clone, Debug)]
 struct InFlight {
     pieces_left: u32,
+    /// A piece failed: the I/O returns the error (EIO) to the job.
+    failed: bool,
     bytes: u64,
     read: bool,
     submitted: Instant,
@@ -207,6 +209,7 @@ impl DirectJob {
             n,
             InFlight {
                 pieces_left,
+                failed: false,
                 bytes: sectors * SECTOR_SIZE,
                 read,
                 submitted: io.now(),
@@ -287,16 +290,22 @@ impl Workload for DirectJob {
         let n = self.pieces.remove(&done.id).expect("a piece of this job");
         let state = self.ios.get_mut(&n).expect("an I/O in flight");
         state.pieces_left -= 1;
+        state.failed |= done.error.is_some();
         if state.pieces_left > 0 {
             return;
         }
         let state = self.ios.remove(&n).expect("an I/O in flight");
         self.in_flight -= 1;
-        self.stats.record(
-            state.read,
-            state.bytes,
-            done.completed.since(state.submitted),
-        );
+        if state.failed {
+            // fio with `continue_on_error`: count it, move on; no bytes.
+            self.stats.errors += 1;
+        } else {
+            self.stats.record(
+                state.read,
+                state.bytes,
+                done.completed.since(state.submitted),
+            );
+        }
         if let Some(period) = self.period {
             if self.frame_deadline == Instant::NEVER {
                 // The first frame is in: play, one frame per period.

@@ -8,6 +8,7 @@
 //! several workloads as one, which is how a scenario combines its jobs.
 
 pub mod direct;
+pub mod fio;
 mod mix;
 pub mod startup;
 

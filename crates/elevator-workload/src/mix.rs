@@ -6,8 +6,8 @@
 //! parts).
 
 use elevator_core::TaskId;
+use elevator_core::{Completion, Io, Workload};
 use elevator_metrics::JobStats;
-use elevator_sim::{Completion, Io, Workload};
 use rustc_hash::FxHashMap;
 
 /// A workload that can be part of a [`Mix`].

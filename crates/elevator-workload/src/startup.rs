@@ -44,11 +44,11 @@
 //! chain waits on at most one thing at a time.
 
 use crate::Part;
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{
     Duration, GroupId, Instant, IoPrio, Op, Prng, RequestId, Sector, TaskId, SECTOR_SIZE,
 };
 use elevator_metrics::JobStats;
-use elevator_sim::{BlockIo, Completion, Io, Workload};
 use std::fmt;
 
 /// Bytes of each traced process's region (S's `OUT_FILE_SIZE`).
@@ -523,11 +523,17 @@ impl Workload for StartupReplay {
 
     fn completed(&mut self, done: &Completion, io: &mut Io<'_>) {
         self.in_flight -= 1;
-        self.stats.record(
-            done.op == Op::Read,
-            u64::from(done.sectors) * SECTOR_SIZE,
-            done.completed.since(done.submitted),
-        );
+        if done.error.is_some() {
+            // The replayed application reads on: S's replayer does not
+            // stop at a failed read; the error is counted.
+            self.stats.errors += 1;
+        } else {
+            self.stats.record(
+                done.op == Op::Read,
+                u64::from(done.sectors) * SECTOR_SIZE,
+                done.completed.since(done.submitted),
+            );
+        }
         self.stats.disk_time += done.disk_time;
         let process = (done.task.0 - self.first_task) as usize;
         match self.chain {

@@ -64,6 +64,14 @@ pub enum Flaw {
     MergesCarelessly,
     /// Idles forever (`Wait` one second at a time) once 5 requests queue up.
     Stalls,
+    /// Answers `Wait` until now (not in the future) once 5 requests queue up.
+    WaitsInThePast,
+    /// Answers `Empty` with requests queued once 5 queue up.
+    ForgetsToDispatch,
+    /// `queued()` counts one request too many once 5 queue up.
+    MiscountsQueued,
+    /// Its own structure check fails once 5 requests queue up.
+    CorruptsItself,
 }
 
 /// A FIFO with one flaw.
@@ -95,6 +103,10 @@ impl Scheduler for Fifo {
             Flaw::Duplicates => "toy-duplicates",
             Flaw::MergesCarelessly => "toy-merges-carelessly",
             Flaw::Stalls => "toy-stalls",
+            Flaw::WaitsInThePast => "toy-waits-in-the-past",
+            Flaw::ForgetsToDispatch => "toy-forgets-to-dispatch",
+            Flaw::MiscountsQueued => "toy-miscounts-queued",
+            Flaw::CorruptsItself => "toy-corrupts-itself",
         }
     }
     fn insert(&mut self, request: Request, _now: Instant) {
@@ -120,10 +132,17 @@ impl Scheduler for Fifo {
         self.queue.push_back(request);
     }
     fn dispatch(&mut self, now: Instant) -> Dispatch {
-        if self.flaw == Flaw::Stalls && self.queue.len() >= 5 {
-            return Dispatch::Wait {
-                until: now + Duration::from_secs(1),
-            };
+        if self.queue.len() >= 5 {
+            match self.flaw {
+                Flaw::Stalls => {
+                    return Dispatch::Wait {
+                        until: now + Duration::from_secs(1),
+                    }
+                }
+                Flaw::WaitsInThePast => return Dispatch::Wait { until: now },
+                Flaw::ForgetsToDispatch => return Dispatch::Empty,
+                _ => {}
+            }
         }
         let Some(r) = self.queue.pop_front() else {
             return Dispatch::Empty;
@@ -139,9 +158,19 @@ impl Scheduler for Fifo {
     }
     fn complete(&mut self, _request: &Request, _now: Instant) {}
     fn queued(&self) -> usize {
-        self.queue.len()
+        let n = self.queue.len();
+        n + usize::from(self.flaw == Flaw::MiscountsQueued && n >= 5)
     }
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
         Some(service.mul(max_queued as u64 + 1))
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        if self.flaw == Flaw::CorruptsItself && self.queue.len() >= 5 {
+            return Err(format!(
+                "{} queued: the toy's list is corrupt",
+                self.queue.len()
+            ));
+        }
+        Ok(())
     }
 }

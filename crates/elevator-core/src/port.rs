@@ -1,6 +1,12 @@
-//! The interface between the engine and whatever generates I/O.
+//! The I/O port: the interface between an engine and whatever generates I/O.
+//!
+//! It belongs to no engine. The discrete-event simulator (`elevator-sim`)
+//! and the io_uring runtime (`elevator-uring`) both drive a [`Workload`]
+//! through an [`Io`], so direct jobs, trace replays and the simulated host
+//! run on either. Invariant: the port names no clock and no file; `now` is
+//! whatever the engine says it is.
 
-use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, Request, RequestId, Sector, TaskId};
+use crate::{Duration, GroupId, Instant, IoError, IoPrio, Op, Request, RequestId, Sector, TaskId};
 
 /// A block request as a workload describes it (the engine assigns the id
 /// and arrival time).
@@ -34,6 +40,10 @@ pub struct Completion {
     pub dispatched: Instant,
     /// Now.
     pub completed: Instant,
+    /// `None` if the request succeeded, else how it failed (every part of
+    /// a failed merged request fails, as the kernel ends all its bios with
+    /// the request's error).
+    pub error: Option<IoError>,
     /// This request's share of device time: from the later of its dispatch
     /// and the previous completion until now, split among merged parts by
     /// size (exact on a one-at-a-time disk, an apportioning with queueing).
@@ -44,16 +54,36 @@ pub struct Completion {
 /// requests, arm timers, report exiting tasks.
 #[derive(Debug)]
 pub struct Io<'a> {
-    pub(crate) now: Instant,
-    pub(crate) next_id: &'a mut u64,
-    pub(crate) submitted: &'a mut Vec<Request>,
-    pub(crate) timers: &'a mut Vec<(Instant, u64)>,
-    pub(crate) exited: &'a mut Vec<TaskId>,
+    now: Instant,
+    next_id: &'a mut u64,
+    submitted: &'a mut Vec<Request>,
+    timers: &'a mut Vec<(Instant, u64)>,
+    exited: &'a mut Vec<TaskId>,
     /// Or-ed into every timer token armed (see [`Io::tag_timers`]).
-    pub(crate) tag: u64,
+    tag: u64,
 }
 
-impl Io<'_> {
+impl<'a> Io<'a> {
+    /// The engine's side: a call into a workload at `now` appends the
+    /// requests it submits, the timers it arms (at, token) and the tasks
+    /// that exit to the engine's vectors; ids count up from `next_id`.
+    pub fn new(
+        now: Instant,
+        next_id: &'a mut u64,
+        submitted: &'a mut Vec<Request>,
+        timers: &'a mut Vec<(Instant, u64)>,
+        exited: &'a mut Vec<TaskId>,
+    ) -> Self {
+        Io {
+            now,
+            next_id,
+            submitted,
+            timers,
+            exited,
+            tag: 0,
+        }
+    }
+
     pub fn now(&self) -> Instant {
         self.now
     }

@@ -1,0 +1,45 @@
+//! A short swarm in CI: random scenarios (policy with random tunables,
+//! device, jobs, host processes, groups, faults), each run under the
+//! invariant checker. `elevator swarm --seed S --runs N` runs a longer one;
+//! `scripts/long-swarm.sh` the long one.
+
+use elevator_scenario::swarm;
+
+/// Runs in CI: about a minute on one core of the 2-core CI machine.
+const RUNS: u64 = 60;
+
+#[test]
+fn random_scenarios_pass_the_checker() {
+    let mut failures = Vec::new();
+    let mut policies = std::collections::BTreeSet::new();
+    let (mut requests, mut errors) = (0, 0);
+    for seed in 1..=RUNS {
+        let outcome = swarm::run_one(seed);
+        policies.insert(outcome.generated.policy.clone());
+        requests += outcome.requests;
+        errors += outcome.errors;
+        if let Some(f) = outcome.failure {
+            failures.push(format!(
+                "seed {seed} ({} on {}): {f}\n{}",
+                outcome.generated.policy, outcome.generated.device, outcome.generated.text
+            ));
+        }
+    }
+    eprintln!(
+        "{RUNS} runs, {} policies, {requests} requests, {errors} injected errors",
+        policies.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(
+        policies.len() >= 5,
+        "the swarm reaches most policies: {policies:?}"
+    );
+    assert!(errors > 0, "faults were injected");
+    assert!(requests > 10_000, "the runs did work: {requests} requests");
+}
+
+#[test]
+fn a_seed_generates_the_same_scenario() {
+    assert_eq!(swarm::generate(42).text, swarm::generate(42).text);
+    assert_ne!(swarm::generate(42).text, swarm::generate(43).text);
+}
