@@ -5,6 +5,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use elevator_scenario::replay::Variant;
 use elevator_scenario::{RunOptions, Scenario};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
@@ -86,6 +87,52 @@ enum Command {
         #[arg(long)]
         think_scale: Option<f64>,
     },
+    /// Replay a block trace (blkparse, fio iolog, MSR, MQSim, DiskSim) on a
+    /// device under each policy: per-process and total latency, throughput, drift.
+    Replay {
+        /// The trace file.
+        trace: String,
+        #[command(flatten)]
+        how: TraceArgs,
+        /// Policies, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "noop")]
+        sched: Vec<String>,
+    },
+    /// Replay a trace under every policy (and a grid of tunables) and rank them.
+    Whatif {
+        trace: String,
+        #[command(flatten)]
+        how: TraceArgs,
+        /// What to rank by: p99-read, mean, throughput, slowdown, fairness.
+        #[arg(long, default_value = "p99-read")]
+        by: String,
+        /// Policies, comma-separated (default: every registered policy).
+        #[arg(long, value_delimiter = ',')]
+        sched: Option<Vec<String>>,
+        /// Tunable values to try, POLICY.TUNABLE=V1,V2,... (repeatable; the grid
+        /// is every combination per policy, run beside each policy's defaults).
+        #[arg(long = "grid", value_name = "POLICY.TUNABLE=V1,V2")]
+        grid: Vec<String>,
+        /// Worker threads (default: the machine's cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Also draw the ranking as a bar chart.
+        #[arg(long)]
+        report: bool,
+    },
+    /// Replay a DiskSim validation trace on a device model and print DiskSim's
+    /// demerit (its `rms`), the mean and the per-request error.
+    Validate {
+        trace: String,
+        /// Device profile name or TOML path.
+        #[arg(long)]
+        device: String,
+    },
+    /// Device profiles: import one from DiskSim.
+    Device {
+        #[command(subcommand)]
+        action: DeviceCommand,
+    },
     /// List policies, device profiles and built-in scenarios, one per line.
     List,
     /// Swarm testing: run random scenarios (policy and tunables, device, direct
@@ -102,6 +149,79 @@ enum Command {
         #[arg(long, default_value = ".")]
         out: std::path::PathBuf,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum DeviceCommand {
+    /// Write an HDD profile TOML from a DiskSim drive (FILE.parv and the
+    /// .diskspecs, .model and .seek files it names); parameters the model
+    /// does not support are listed on stderr.
+    ImportDisksim {
+        parv: String,
+        /// Write the profile here instead of standard output.
+        #[arg(long, short)]
+        output: Option<String>,
+    },
+}
+
+/// How a trace is read and paced.
+#[derive(clap::Args, Debug)]
+struct TraceArgs {
+    /// Device profile name or TOML path.
+    #[arg(long)]
+    device: String,
+    /// Trace format (default: told from the first line): blkparse, iolog, msr,
+    /// mqsim, disksim, disksim-validate.
+    #[arg(long)]
+    format: Option<String>,
+    /// Closed loop: each process waits for its previous request, then its
+    /// recorded think time (default: open loop, each request at its time).
+    #[arg(long)]
+    closed: bool,
+    /// Open loop: multiply the trace's timestamps by this (2: half the rate).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Closed loop: multiply the recorded think times by this.
+    #[arg(long, default_value_t = 1.0)]
+    think_scale: f64,
+}
+
+impl TraceArgs {
+    fn config(&self, trace: &str) -> Result<elevator_scenario::replay::ReplayConfig> {
+        use elevator_workload::trace::{ReplayMode, TraceFormat};
+        let format = match &self.format {
+            None => None,
+            Some(f) => Some(TraceFormat::from_name(f).ok_or_else(|| {
+                anyhow!(
+                    "--format {f:?}: unknown (known: {})",
+                    TraceFormat::ALL.map(TraceFormat::name).join(", ")
+                )
+            })?),
+        };
+        for (flag, v) in [
+            ("--time-scale", self.time_scale),
+            ("--think-scale", self.think_scale),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("{flag} {v}: want a finite number >= 0");
+            }
+        }
+        elevator_device::open(&self.device).map_err(|e| anyhow!("--device: {e}"))?;
+        Ok(elevator_scenario::replay::ReplayConfig {
+            trace: trace.to_string(),
+            format,
+            device: self.device.clone(),
+            mode: if self.closed {
+                ReplayMode::Closed {
+                    think_scale: self.think_scale,
+                }
+            } else {
+                ReplayMode::Open {
+                    time_scale: self.time_scale,
+                }
+            },
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -179,6 +299,106 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             out.extend_from_slice(report.to_table().as_bytes());
             Ok(())
         }
+        Command::Replay { trace, how, sched } => {
+            let config = how.config(&trace)?;
+            let variants: Vec<Variant> = sched.iter().map(|s| Variant::new(s)).collect();
+            for v in &variants {
+                elevator_scenario::replay::check_variant(v)?;
+            }
+            for (i, v) in variants.iter().enumerate() {
+                let outcome = elevator_scenario::replay::replay(&config, v)?;
+                if i > 0 {
+                    out.push(b'\n');
+                }
+                out.extend_from_slice(
+                    elevator_scenario::replay::replay_table(&config, &outcome).as_bytes(),
+                );
+            }
+            Ok(())
+        }
+        Command::Whatif {
+            trace,
+            how,
+            by,
+            sched,
+            grid,
+            threads,
+            report,
+        } => {
+            use elevator_scenario::replay::{whatif, whatif_table, Metric};
+            let config = how.config(&trace)?;
+            let metric = Metric::from_name(&by).ok_or_else(|| {
+                anyhow!(
+                    "--by {by:?}: unknown metric (known: {})",
+                    Metric::ALL.map(Metric::name).join(", ")
+                )
+            })?;
+            let policies: Vec<String> = sched.unwrap_or_else(|| {
+                elevator_sched::registry()
+                    .iter()
+                    .map(|t| t.name.to_string())
+                    .collect()
+            });
+            let variants = grid_variants(&policies, &grid)?;
+            let threads = threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+            });
+            let quiet = !std::io::stderr().is_terminal();
+            let ranked = whatif(&config, &variants, metric, threads, &|o| {
+                if !quiet {
+                    eprintln!("{} done", o.variant.label());
+                }
+            })?;
+            out.extend_from_slice(whatif_table(&config, &ranked, metric).as_bytes());
+            if report {
+                out.extend_from_slice(chart(&ranked, metric).as_bytes());
+            }
+            Ok(())
+        }
+        Command::Device {
+            action: DeviceCommand::ImportDisksim { parv, output },
+        } => {
+            let imported = elevator_device::disksim::import_disksim(std::path::Path::new(&parv))?;
+            // The profile must load: check it before handing it out.
+            elevator_device::parse(&parv, &imported.profile)
+                .map_err(|e| anyhow!("the imported profile does not load: {e}"))?;
+            for w in &imported.warnings {
+                eprintln!("warning: {w}");
+            }
+            match output {
+                Some(path) => std::fs::write(&path, &imported.profile)
+                    .with_context(|| format!("writing {path}"))?,
+                None => out.extend_from_slice(imported.profile.as_bytes()),
+            }
+            Ok(())
+        }
+        Command::Validate { trace, device } => {
+            let v = elevator_scenario::validate::validate(&trace, &device)?;
+            writeln!(
+                out,
+                "{} on {}: {} requests, one at a time (DiskSim's validate loop)",
+                v.trace, v.device, v.requests
+            )?;
+            writeln!(
+                out,
+                "mean service time: model {:.3} ms, measured {:.3} ms ({:+.1} %)",
+                v.mean_model_ms,
+                v.mean_measured_ms,
+                100.0 * (v.mean_model_ms - v.mean_measured_ms) / v.mean_measured_ms
+            )?;
+            writeln!(
+                out,
+                "demerit (DiskSim's rms, its statdefs bins): {:.3} ms ({:.1} % of the mean)",
+                v.demerit_ms,
+                100.0 * v.demerit_ms / v.mean_measured_ms
+            )?;
+            writeln!(
+                out,
+                "demerit without bins: {:.3} ms; per-request RMS error: {:.3} ms",
+                v.demerit_unbinned_ms, v.per_request_rms_ms
+            )?;
+            Ok(())
+        }
         Command::Run {
             scenario,
             sched,
@@ -233,6 +453,89 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Every policy with its defaults, plus each policy's grid combinations.
+fn grid_variants(policies: &[String], grid: &[String]) -> Result<Vec<Variant>> {
+    let mut axes: Vec<(String, String, Vec<i64>)> = Vec::new();
+    for g in grid {
+        let bad = || {
+            anyhow!(
+                "--grid {g:?}: expected POLICY.TUNABLE=V1,V2,..., e.g. deadline.fifo_batch=1,16"
+            )
+        };
+        let (key, values) = g.split_once('=').ok_or_else(bad)?;
+        let (policy, tunable) = key.split_once('.').ok_or_else(bad)?;
+        let t = elevator_sched::find(policy.trim())
+            .ok_or_else(|| anyhow!("--grid {g:?}: unknown scheduler {policy:?}"))?;
+        let values: Vec<i64> = values
+            .split(',')
+            .map(|v| v.trim().parse().map_err(|_| bad()))
+            .collect::<Result<_>>()?;
+        for v in &values {
+            t.tunables([(tunable.trim(), *v)])
+                .map_err(|e| anyhow!("--grid {g:?}: {e}"))?;
+        }
+        axes.push((t.name.to_string(), tunable.trim().to_string(), values));
+    }
+    let mut variants = Vec::new();
+    for p in policies {
+        let t =
+            elevator_sched::find(p).ok_or_else(|| anyhow!("--sched: unknown scheduler {p:?}"))?;
+        variants.push(Variant::new(t.name));
+        let mine: Vec<&(String, String, Vec<i64>)> =
+            axes.iter().filter(|(q, _, _)| q == t.name).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let mut combos: Vec<Vec<(String, i64)>> = vec![Vec::new()];
+        for (_, tunable, values) in &mine {
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    values.iter().map(move |v| {
+                        let mut c = c.clone();
+                        c.push((tunable.clone(), *v));
+                        c
+                    })
+                })
+                .collect();
+        }
+        for tunables in combos {
+            variants.push(Variant {
+                policy: t.name.to_string(),
+                tunables,
+            });
+        }
+    }
+    if variants.len() > 256 {
+        bail!("--grid: {} variants; at most 256 per run", variants.len());
+    }
+    Ok(variants)
+}
+
+/// The ranking as horizontal bars (60 columns for the longest).
+fn chart(
+    ranked: &[elevator_scenario::replay::Ranked],
+    metric: elevator_scenario::replay::Metric,
+) -> String {
+    let mut out = format!("\n{} by policy:\n", metric.name());
+    let max = ranked
+        .iter()
+        .map(|r| r.value(metric))
+        .fold(0.0_f64, f64::max);
+    for r in ranked {
+        let v = r.value(metric);
+        let bars = if max > 0.0 {
+            (v / max * 60.0).round() as usize
+        } else {
+            0
+        };
+        let mut label = r.outcome.variant.label();
+        label.truncate(20);
+        out.push_str(&format!("{label:<20} {:<60} {v:.3}\n", "#".repeat(bars)));
+    }
+    out
 }
 
 /// `elevator swarm`: one line per failing run, a summary at the end.

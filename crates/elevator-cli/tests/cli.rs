@@ -151,3 +151,129 @@ fn block_max_sectors_caps_request_size() {
         "16 KiB requests: {small} requests vs {default}"
     );
 }
+
+// ------------------------------------------------------------- traces --
+
+const MQSIM: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/traces/mqsim/tpcc-small.trace"
+);
+
+fn shared(path: &str) -> &str {
+    assert!(
+        std::path::Path::new(path).exists(),
+        "{path} is missing: the shared traces are needed"
+    );
+    path
+}
+
+#[test]
+fn whatif_ranks_every_policy_on_the_tpcc_trace() {
+    let (code, out, err) = elevator(&[
+        "whatif",
+        shared(MQSIM),
+        "--device",
+        "ssd-sata-2016",
+        "--threads",
+        "1",
+        "--report",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    println!("{out}");
+    assert!(out.contains("6999 requests, 16 processes"), "{out}");
+    assert!(out.contains("ranked by p99-read"));
+    for t in elevator_sched_names() {
+        assert!(out.contains(&t), "{t} missing");
+    }
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+    assert!(!out.contains("NaN") && !out.contains("inf"));
+}
+
+fn elevator_sched_names() -> Vec<String> {
+    let (_, out, _) = elevator(&["list"]);
+    out.lines()
+        .filter_map(|l| l.strip_prefix("policy    "))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn replay_prints_processes_total_and_zero_drift() {
+    let (code, out, err) = elevator(&[
+        "replay",
+        shared(MQSIM),
+        "--device",
+        "nvme",
+        "--sched",
+        "bfq",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("dev0") && out.contains("total"), "{out}");
+    assert!(
+        out.contains("drift (submission after schedule): max 0.000 µs"),
+        "{out}"
+    );
+    let (code, out, err) = elevator(&["replay", MQSIM, "--device", "nvme", "--closed"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("closed loop"), "{out}");
+}
+
+#[test]
+fn bad_traces_and_flags_exit_2_naming_file_line_and_field() {
+    let dir = std::env::temp_dir().join(format!("elevator-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.trace");
+    std::fs::write(&bad, "0 0 8 8 1\n10 0 16 8 7\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let (code, _, err) = elevator(&["replay", bad, "--device", "nvme"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.trace:2: key `type`"), "{err}");
+    let (code, _, err) = elevator(&["whatif", bad, "--device", "nvme", "--by", "speed"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--by \"speed\""), "{err}");
+    let (code, _, err) = elevator(&["replay", MQSIM, "--device", "nvme", "--format", "csv"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--format"), "{err}");
+    let (code, _, err) = elevator(&[
+        "whatif",
+        MQSIM,
+        "--device",
+        "nvme",
+        "--grid",
+        "deadline.nope=1",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("nope"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn validate_and_import_disksim_work_together() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/traces/disksim-validation"
+    );
+    let out_path = std::env::temp_dir().join(format!("ibm18es-{}.toml", std::process::id()));
+    let out_path = out_path.to_str().unwrap();
+    let (code, _, err) = elevator(&[
+        "device",
+        "import-disksim",
+        shared(&format!("{dir}/ibm18es.parv")),
+        "-o",
+        out_path,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning:") && err.contains("is not modelled"),
+        "{err}"
+    );
+    let (code, out, err) = elevator(&[
+        "validate",
+        &format!("{dir}/ibm18es.trace"),
+        "--device",
+        out_path,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("demerit (DiskSim's rms"), "{out}");
+    std::fs::remove_file(out_path).unwrap();
+}

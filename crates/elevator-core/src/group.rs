@@ -133,6 +133,10 @@ pub struct Group {
     /// `io.latency` target: protect this group's completion latency by
     /// throttling looser siblings.
     pub latency_target: Option<Duration>,
+    /// mClock's reservation and limit for the group, in IOPS (Ceph's
+    /// `client_reservation`/`client_limit`): honoured by `mclock` only.
+    pub reservation_iops: Option<u32>,
+    pub limit_iops: Option<u32>,
 }
 
 /// The tree of groups of a run; index = `GroupId.0`.
@@ -151,6 +155,8 @@ impl Default for GroupTree {
                 weight: DEFAULT_WEIGHT,
                 max: IoMax::default(),
                 latency_target: None,
+                reservation_iops: None,
+                limit_iops: None,
             }],
         }
     }
@@ -168,6 +174,8 @@ impl GroupTree {
             weight: weight.clamp(1, MAX_WEIGHT),
             max,
             latency_target: None,
+            reservation_iops: None,
+            limit_iops: None,
         });
         id
     }
@@ -175,6 +183,13 @@ impl GroupTree {
     /// Set `id`'s `io.latency` target.
     pub fn set_latency_target(&mut self, id: GroupId, target: Option<Duration>) {
         self.groups[id.0 as usize].latency_target = target;
+    }
+
+    /// Set `id`'s mClock reservation and limit (IOPS).
+    pub fn set_mclock(&mut self, id: GroupId, reservation: Option<u32>, limit: Option<u32>) {
+        let g = &mut self.groups[id.0 as usize];
+        g.reservation_iops = reservation;
+        g.limit_iops = limit;
     }
 
     /// The groups whose parent is `id`.

@@ -38,6 +38,7 @@
 //! [`parse`]; [`builtin_profiles`] lists the built-ins.
 
 mod completions;
+pub mod disksim;
 mod faulty;
 mod hdd;
 mod profile;

@@ -38,6 +38,10 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "bfq-startup-seq",
     "bfq-startup-random",
     "bfq-media-player",
+    "modern-ionice-rt-vs-idle",
+    "modern-random-read-vs-buffered-write",
+    "kyber-read-latency-vs-write-flood",
+    "mclock-reservation-and-limit",
 ];
 
 /// Names and descriptions of the built-in scenarios.

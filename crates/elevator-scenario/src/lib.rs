@@ -16,11 +16,13 @@ mod error;
 mod host;
 pub mod letter;
 mod parse;
+pub mod replay;
 mod result;
 mod run;
 pub mod startup;
 pub mod swarm;
 mod units;
+pub mod validate;
 
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;

@@ -64,6 +64,8 @@ struct RawGroup {
     weight: Option<S<i64>>,
     io_max: Option<S<String>>,
     latency_target: Option<S<String>>,
+    reservation: Option<S<i64>>,
+    limit: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -622,6 +624,10 @@ fn sweep(cx: &Ctx<'_>, sw: &RawSweep, jobs: &[JobTemplate]) -> Result<Sweep, Sce
     }
 }
 
+/// The largest mClock reservation or limit accepted, in IOPS: a sanity
+/// bound, well above what any of our device profiles can serve.
+const MAX_MCLOCK_IOPS: i64 = 10_000_000;
+
 /// The `[[group]]` sections as a tree; parents must come first.
 fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError> {
     let mut tree = GroupTree::default();
@@ -663,6 +669,23 @@ fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError
             }
             tree.set_latency_target(id, Some(target));
         }
+        let iops = |v: &Option<S<i64>>, key| {
+            v.as_ref()
+                .map(|v| cx.int(v, key, 1, MAX_MCLOCK_IOPS).map(|n| n as u32))
+                .transpose()
+        };
+        let reservation = iops(&g.reservation, "group.reservation")?;
+        let limit = iops(&g.limit, "group.limit")?;
+        if let (Some(r), Some(l), Some(at)) = (reservation, limit, &g.limit) {
+            if l < r {
+                return Err(cx.at(
+                    at,
+                    "group.limit",
+                    format!("{l} is below the reservation {r}"),
+                ));
+            }
+        }
+        tree.set_mclock(id, reservation, limit);
     }
     Ok(tree)
 }

@@ -148,6 +148,9 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::cfq_2632::TYPE_BRUNELLE,
         policy::deadline_mc::TYPE,
         policy::bfq::TYPE,
+        policy::mq_deadline::TYPE,
+        policy::kyber::TYPE,
+        policy::mclock::TYPE,
     ]
 }
 

@@ -6,11 +6,14 @@
 //! duration, or a period (a media player). [`startup`] replays an
 //! application's cold-cache start-up from a real block trace. [`Mix`] runs
 //! several workloads as one, which is how a scenario combines its jobs.
+//! [`trace`] reads block traces (blkparse, fio iologs, MSR Cambridge,
+//! MQSim, DiskSim) as streams and replays them open or closed loop.
 
 pub mod direct;
 pub mod fio;
 mod mix;
 pub mod startup;
+pub mod trace;
 
 pub use direct::{DirectJob, Pattern};
 pub use mix::{Mix, Part};

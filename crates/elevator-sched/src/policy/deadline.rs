@@ -61,7 +61,7 @@ pub const FRONT_MERGES: i64 = 1;
 
 pub const TYPE: SchedulerType = SchedulerType {
     name: "deadline",
-    aliases: &["mq-deadline"],
+    aliases: &[],
     about: "sector-sorted batches, read and write FIFOs with expiry (Linux 2.6 deadline)",
     honours: &[],
     tunables: &[
@@ -109,10 +109,11 @@ fn dir_of(r: &Request) -> usize {
     }
 }
 
-/// One direction's queues.
+/// One direction's queues (shared with `mq_deadline`, which keeps one
+/// pair per priority level).
 #[derive(Debug, Default)]
-struct Direction {
-    sorted: PlacedQueue,
+pub(crate) struct Direction {
+    pub(crate) sorted: PlacedQueue,
     /// The FIFO key (deadline, id) of the request at each slot of
     /// `sorted`, `None` for a free slot: what tells live FIFO entries
     /// from stale ones.
@@ -125,9 +126,9 @@ type FifoKey = (Instant, RequestId);
 
 /// A request's place in its direction's FIFO.
 #[derive(Clone, Copy, Debug)]
-struct FifoEntry {
-    deadline: Instant,
-    place: Place,
+pub(crate) struct FifoEntry {
+    pub(crate) deadline: Instant,
+    pub(crate) place: Place,
 }
 
 impl FifoEntry {
@@ -143,12 +144,12 @@ impl FifoEntry {
 }
 
 impl Direction {
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.sorted.is_empty()
     }
 
     /// Queue a request that did not merge, with its deadline.
-    fn insert(&mut self, request: Request, deadline: Instant) {
+    pub(crate) fn insert(&mut self, request: Request, deadline: Instant) {
         let place = self.sorted.insert(request);
         if self.key.len() <= place.slot() {
             self.key.resize(place.slot() + 1, None);
@@ -173,14 +174,14 @@ impl Direction {
 
     /// Remove the request at `place`; also returns its sector-order
     /// successor. Its FIFO entry goes stale.
-    fn take(&mut self, place: Place) -> (Request, Option<Place>) {
+    pub(crate) fn take(&mut self, place: Place) -> (Request, Option<Place>) {
         self.key[place.slot()] = None;
         self.sorted.remove_with_next(place).expect("queued")
     }
 
     /// After `survivor` swallowed the queued request at `gone`: keep the
     /// earlier of their deadlines.
-    fn inherit(&mut self, survivor: Place, gone: Place) {
+    pub(crate) fn inherit(&mut self, survivor: Place, gone: Place) {
         let theirs = self.key[gone.slot()].take().expect("was queued");
         let mine = self.key[survivor.slot()].expect("queued");
         if theirs.0 >= mine.0 {
@@ -207,9 +208,14 @@ impl Direction {
         }
     }
 
+    /// The FIFO deadline of the queued request at `place`.
+    pub(crate) fn deadline_of(&self, place: Place) -> Instant {
+        self.key[place.slot()].expect("queued").0
+    }
+
     /// The live entry with the earliest (deadline, id); drops stale ones
     /// in front of it.
-    fn fifo_head(&mut self) -> Option<FifoEntry> {
+    pub(crate) fn fifo_head(&mut self) -> Option<FifoEntry> {
         while let Some(e) = self.fifo.front() {
             if e.is_live(&self.key) {
                 return Some(*e);

@@ -6,5 +6,8 @@ pub mod cfq;
 pub mod cfq_2632;
 pub mod deadline;
 pub mod deadline_mc;
+pub mod kyber;
 pub mod linus24;
+pub mod mclock;
+pub mod mq_deadline;
 pub mod noop;

@@ -690,3 +690,31 @@ fn a_group_tree_configures_the_hierarchy() {
     println!("group a (300) vs root queue (40): share {share:.3}");
     assert!((share / (300.0 / 340.0) - 1.0).abs() < 0.03, "{share}");
 }
+
+/// 4.16's `bfq_limit_depth`: with nothing raised, async writes may hold
+/// half of blk-mq's `nr_requests` (2 × min(depth, 128) = 256 on a
+/// 1023-deep NVMe queue), so the device gets 128 of them and no more.
+#[test]
+fn limit_depth_caps_async_writes_in_the_device() {
+    let limits = QueueLimits {
+        rotational: false,
+        queue_depth: 1023,
+        max_sectors: 256,
+        capacity: 1 << 30,
+    };
+    let in_device = |limit_depth: i64| {
+        let t = TYPE.tunables([("limit_depth", limit_depth)]).unwrap();
+        let mut bfq = Bfq::from_tunables(&t, &limits);
+        for i in 0..300u64 {
+            // Gaps between them: nothing merges.
+            bfq.insert(Request::write(i + 1, 1, i * 64, 8), Instant::ZERO);
+        }
+        let mut sent = 0;
+        while let Dispatch::Request(_) = bfq.dispatch(Instant::ZERO) {
+            sent += 1;
+        }
+        sent
+    };
+    assert_eq!(in_device(1), 128);
+    assert!(in_device(0) > 128, "{}", in_device(0));
+}

@@ -1,0 +1,545 @@
+//! Import a DiskSim 4.0 drive as an HDD profile.
+//!
+//! DiskSim describes a validated drive in four files
+//! (../shared/reference/devices-workloads-traces.md §1.3): the `.parv`
+//! (the simulated system: driver, buses, controller; `source`s the disk
+//! spec and `instantiate`s the disk), the `.diskspecs` (`disksim_disk`:
+//! overheads, queue, buffer and cache policy; `Model = source` the model),
+//! the `.model` (`dm_disk`: surfaces, zones with their skews, the
+//! mechanical model naming the `.seek` file) and the `.seek` file
+//! (`Seek distances measured: N`, then `distance, ms` lines).
+//!
+//! [`import_disksim`] reads them all and writes a profile TOML whose every
+//! number carries a comment naming the DiskSim parameter (file and line)
+//! it came from. The parameters our HDD model has no place for are
+//! returned as warnings, one per parameter, never dropped silently: the
+//! per-direction "after write" overheads, completion overheads, spare and
+//! slipped sectors, read-ahead rules and the like.
+//!
+//! The format is DiskSim's block-structured `key = value,` text: keys may
+//! hold spaces and parentheses, `#` starts a comment, values end at a
+//! comma. We read it as a flat list of assignments in file order, which is
+//! all the single-disk validation setups need: the disk spec's keys, the
+//! model's keys, the zones in order (each starts at `First cylinder
+//! number`), and the largest block transfer time of any bus.
+
+use std::fmt;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One `key = value` of a DiskSim file.
+#[derive(Clone, Debug)]
+struct Assign {
+    file: String,
+    line: usize,
+    key: String,
+    value: String,
+}
+
+/// A DiskSim file that cannot be imported: which file, line and parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportError {
+    pub file: String,
+    /// 1-based; 0 when the problem is the whole file.
+    pub line: usize,
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ImportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: `{}`: {}", self.file, self.key, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}: `{}`: {}",
+                self.file, self.line, self.key, self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ImportError {}
+
+/// The imported profile and what it could not carry.
+#[derive(Clone, Debug)]
+pub struct Imported {
+    /// The profile TOML.
+    pub profile: String,
+    /// One line per DiskSim parameter the model does not support.
+    pub warnings: Vec<String>,
+}
+
+fn read(path: &Path) -> Result<String, ImportError> {
+    std::fs::read_to_string(path).map_err(|e| ImportError {
+        file: path.display().to_string(),
+        line: 0,
+        key: "file".into(),
+        message: format!("cannot read: {e}"),
+    })
+}
+
+/// Every `key = value` of `text`, and the `source X` lines.
+fn assignments(file: &str, text: &str) -> (Vec<Assign>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut sources = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if let Some(rest) = line.strip_prefix("source ") {
+            sources.push(rest.trim().to_string());
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim().trim_start_matches('{').trim();
+        // A block opener (`Layout Model = dm_layout_g1 {`) names its type.
+        let value = value.trim().trim_end_matches(',').trim();
+        let value = value.trim_end_matches('{').trim();
+        if key.is_empty() {
+            continue;
+        }
+        out.push(Assign {
+            file: file.to_string(),
+            line: i + 1,
+            key: key.to_string(),
+            value: value.to_string(),
+        });
+    }
+    (out, sources)
+}
+
+struct Spec {
+    items: Vec<Assign>,
+    used: Vec<bool>,
+}
+
+impl Spec {
+    fn find(&self, key: &str) -> Option<usize> {
+        self.items.iter().position(|a| a.key == key)
+    }
+
+    fn missing(&self, file: &str, key: &str) -> ImportError {
+        ImportError {
+            file: file.to_string(),
+            line: 0,
+            key: key.to_string(),
+            message: "missing: the HDD model needs it".into(),
+        }
+    }
+
+    fn number(&mut self, i: usize) -> Result<f64, ImportError> {
+        self.used[i] = true;
+        let a = &self.items[i];
+        a.value
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| ImportError {
+                file: a.file.clone(),
+                line: a.line,
+                key: a.key.clone(),
+                message: format!("{:?} is not a number", a.value),
+            })
+    }
+
+    /// The first `key`'s number, and where it was.
+    fn get(&mut self, file: &str, key: &str) -> Result<(f64, String), ImportError> {
+        let i = self.find(key).ok_or_else(|| self.missing(file, key))?;
+        let v = self.number(i)?;
+        let a = &self.items[i];
+        Ok((
+            v,
+            format!("{}:{} \"{} = {}\"", a.file, a.line, a.key, a.value),
+        ))
+    }
+
+    fn get_or(&mut self, key: &str, default: f64) -> Result<(f64, String), ImportError> {
+        match self.find(key) {
+            Some(i) => {
+                let v = self.number(i)?;
+                let a = &self.items[i];
+                Ok((
+                    v,
+                    format!("{}:{} \"{} = {}\"", a.file, a.line, a.key, a.value),
+                ))
+            }
+            None => Ok((default, format!("\"{key}\" not given: DiskSim's {default}"))),
+        }
+    }
+}
+
+/// Keys that say nothing about the drive's timing (statistics, names, the
+/// host-side queue DiskSim's driver keeps) and so need no warning.
+const NOT_TIMING: [&str; 11] = [
+    "Print stats",
+    "Zones",
+    "Full seek curve",
+    "Model",
+    "Layout Model",
+    "Mechanical Model",
+    "Scheduler",
+    "Avg sectors per cylinder",
+    "Time scale for overheads",
+    "Number of cylinders",
+    "Percent error in rpms",
+];
+
+/// The keys of one `dm_layout_g1_zone`.
+const ZONE_KEYS: [&str; 10] = [
+    "First cylinder number",
+    "Last cylinder number",
+    "Blocks per track",
+    "Offset of first block",
+    "Empty space at zone front",
+    "Skew for track switch",
+    "Skew for cylinder switch",
+    "Number of spares",
+    "slips",
+    "defects",
+];
+
+fn is_zero(v: &str) -> bool {
+    v.parse::<f64>().is_ok_and(|x| x == 0.0) || v == "[]" || v.is_empty()
+}
+
+/// Import the drive that `parv` instantiates.
+pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
+    let dir = parv
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let parv_name = parv.display().to_string();
+    let (parv_items, sources) = assignments(&parv_name, &read(parv)?);
+    // The largest block transfer time of the parv's buses and controller.
+    let mut bus_ms = (0.0_f64, String::new());
+    for a in &parv_items {
+        if matches!(
+            a.key.as_str(),
+            "Read block transfer time" | "Bulk sector transfer time"
+        ) {
+            if let Ok(v) = a.value.parse::<f64>() {
+                if v > bus_ms.0 {
+                    bus_ms = (
+                        v,
+                        format!("{}:{} \"{} = {}\"", a.file, a.line, a.key, a.value),
+                    );
+                }
+            }
+        }
+    }
+    let spec_path = sources
+        .first()
+        .map(|s| dir.join(s))
+        .ok_or_else(|| ImportError {
+            file: parv_name.clone(),
+            line: 0,
+            key: "source".into(),
+            message: "no `source X.diskspecs` line: which drive?".into(),
+        })?;
+    let spec_name = spec_path.display().to_string();
+    let (disk_items, _) = assignments(&spec_name, &read(&spec_path)?);
+    let model_file = disk_items
+        .iter()
+        .find(|a| a.key == "Model")
+        .and_then(|a| a.value.strip_prefix("source "))
+        .map(|m| dir.join(m.trim()))
+        .ok_or_else(|| ImportError {
+            file: spec_name.clone(),
+            line: 0,
+            key: "Model".into(),
+            message: "no `Model = source X.model`".into(),
+        })?;
+    let model_name = model_file.display().to_string();
+    let (model_items, _) = assignments(&model_name, &read(&model_file)?);
+    let seek_file = model_items
+        .iter()
+        .find(|a| a.key == "Full seek curve")
+        .map(|a| (dir.join(&a.value), a.clone()))
+        .ok_or_else(|| ImportError {
+            file: model_name.clone(),
+            line: 0,
+            key: "Full seek curve".into(),
+            message: "the HDD model needs DiskSim's extracted seek curve (`Seek type = \
+                      extracted`); the HPL equation is not imported"
+                .into(),
+        })?;
+    let seek_name = seek_file.0.display().to_string();
+    let seek_text = read(&seek_file.0)?;
+
+    let mut disk = Spec {
+        used: vec![false; disk_items.len()],
+        items: disk_items,
+    };
+    let mut model = Spec {
+        used: vec![false; model_items.len()],
+        items: model_items,
+    };
+    let name = parv
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("disk")
+        .to_string();
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# Imported from DiskSim's {} by `elevator device import-disksim`.\n\
+         # Every number names the DiskSim parameter it came from.",
+        parv.display()
+    );
+    let _ = writeln!(t, "kind = \"hdd\"");
+    let _ = writeln!(
+        t,
+        "description = \"{name}, imported from DiskSim's validated model\"\n"
+    );
+
+    // Interface.
+    let (qd, qd_src) = disk.get(&spec_name, "Max queue length")?;
+    let (bulk, bulk_src) = disk.get_or("Bulk sector transfer time", 0.0)?;
+    let (per_sector, per_sector_src) = if bulk >= bus_ms.0 {
+        (bulk, bulk_src)
+    } else {
+        bus_ms.clone()
+    };
+    if per_sector <= 0.0 {
+        return Err(ImportError {
+            file: spec_name,
+            line: 0,
+            key: "Bulk sector transfer time".into(),
+            message: "neither the disk nor a bus gives a transfer time per sector".into(),
+        });
+    }
+    let _ = writeln!(
+        t,
+        "[interface]\n# {qd_src}.\nqueue_depth = {}",
+        qd.max(1.0) as u32
+    );
+    let _ = writeln!(
+        t,
+        "# Not a DiskSim parameter: the block layer's 128 KiB default.\nmax_sectors = 256"
+    );
+    let _ = writeln!(
+        t,
+        "# {per_sector_src} ms per 512-byte sector (the larger of the disk's and the buses').\n\
+         transfer_mb_per_s = {:.4}\n",
+        512.0 / (per_sector * 1e3)
+    );
+
+    // Mechanics.
+    let (rpm, rpm_src) = model.get(&model_name, "Rotation speed (in rpms)")?;
+    let (surfaces, surf_src) = model.get(&model_name, "Number of data surfaces")?;
+    let (hs, hs_src) = model.get(&model_name, "Head switch time")?;
+    let (single, single_src) = model.get(&model_name, "Single cylinder seek time")?;
+    let (settle, settle_src) = model.get_or("Add. write settling delay", 0.0)?;
+    let _ = writeln!(t, "[mechanics]\n# {rpm_src}.\nrpm = {}", rpm.round() as u32);
+    let _ = writeln!(t, "# {surf_src}.\nsurfaces = {}", surfaces as u32);
+    let mut points = Vec::new();
+    for (i, raw) in seek_text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with("Seek distances") || line.starts_with('#') {
+            continue;
+        }
+        let bad = || ImportError {
+            file: seek_name.clone(),
+            line: i + 1,
+            key: "seek point".into(),
+            message: format!("{line:?}: want `distance, ms`"),
+        };
+        let (d, ms) = line.split_once(',').ok_or_else(bad)?;
+        let d: u32 = d.trim().parse().map_err(|_| bad())?;
+        let ms: f64 = ms.trim().parse().map_err(|_| bad())?;
+        if points.last().is_some_and(|&(last, _)| d <= last) || d == 0 {
+            return Err(ImportError {
+                message: format!("distance {d} does not follow the previous one"),
+                ..bad()
+            });
+        }
+        points.push((d, ms));
+    }
+    if points.is_empty() {
+        return Err(ImportError {
+            file: seek_name,
+            line: 0,
+            key: "seek point".into(),
+            message: "no seek points".into(),
+        });
+    }
+    let _ = writeln!(
+        t,
+        "# {}:{} \"Full seek curve = {}\": {} measured [cylinders, ms] points.\nseek_table = [",
+        seek_file.1.file,
+        seek_file.1.line,
+        seek_file.1.value,
+        points.len()
+    );
+    for chunk in points.chunks(6) {
+        let row: Vec<String> = chunk
+            .iter()
+            .map(|(d, ms)| format!("[{d}, {ms:.3}]"))
+            .collect();
+        let _ = writeln!(t, "  {},", row.join(", "));
+    }
+    let _ = writeln!(t, "]");
+    let _ = writeln!(t, "# {hs_src}.\nhead_switch_ms = {hs}");
+    let _ = writeln!(
+        t,
+        "# A cylinder switch is a one-cylinder seek: {single_src}.\ncylinder_switch_ms = {single}"
+    );
+    let _ = writeln!(t, "# {settle_src}.\nwrite_settle_ms = {settle}\n");
+
+    // Layout: one row per zone.
+    let mut rows = Vec::new();
+    let mut zone_warnings: Vec<(String, usize)> = Vec::new();
+    let starts: Vec<usize> = model
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.key == "First cylinder number")
+        .map(|(i, _)| i)
+        .collect();
+    if starts.is_empty() {
+        return Err(model.missing(&model_name, "First cylinder number"));
+    }
+    for (z, &start) in starts.iter().enumerate() {
+        let end = (start + 1..model.items.len())
+            .find(|&i| !ZONE_KEYS.contains(&model.items[i].key.as_str()))
+            .unwrap_or(model.items.len());
+        let mut field = |key: &str| -> Result<f64, ImportError> {
+            let i = (start..end)
+                .find(|&i| model.items[i].key == key)
+                .ok_or_else(|| ImportError {
+                    file: model_name.clone(),
+                    line: model.items[start].line,
+                    key: key.to_string(),
+                    message: format!("missing in zone {z}"),
+                })?;
+            model.number(i)
+        };
+        let first = field("First cylinder number")?;
+        let last = field("Last cylinder number")?;
+        let spt = field("Blocks per track")?;
+        let ts = field("Skew for track switch")?;
+        let cs = field("Skew for cylinder switch")?;
+        if last < first {
+            return Err(ImportError {
+                file: model_name.clone(),
+                line: model.items[start].line,
+                key: "Last cylinder number".into(),
+                message: format!("zone {z} ends before it starts"),
+            });
+        }
+        rows.push([
+            (last - first + 1.0) as u32,
+            spt as u32,
+            ts as u32,
+            cs as u32,
+        ]);
+        for i in start..end {
+            let a = &model.items[i];
+            if !model.used[i] && !is_zero(&a.value) {
+                match zone_warnings.iter_mut().find(|(k, _)| *k == a.key) {
+                    Some((_, n)) => *n += 1,
+                    None => zone_warnings.push((a.key.clone(), 1)),
+                }
+            }
+            model.used[i] = true;
+        }
+    }
+    let sectors: u64 = rows
+        .iter()
+        .map(|r| u64::from(r[0]) * u64::from(r[1]) * surfaces as u64)
+        .sum();
+    let _ = writeln!(
+        t,
+        "[layout]\n# {}'s {} zones (dm_layout_g1), outer first: [cylinders (last - first + 1), \
+         \"Blocks per track\",\n# \"Skew for track switch\", \"Skew for cylinder switch\"]; \
+         {sectors} sectors without spares and slips.\nzone_table = [",
+        model_name,
+        rows.len()
+    );
+    for chunk in rows.chunks(4) {
+        let row: Vec<String> = chunk
+            .iter()
+            .map(|r| format!("[{}, {}, {}, {}]", r[0], r[1], r[2], r[3]))
+            .collect();
+        let _ = writeln!(t, "  {},", row.join(", "));
+    }
+    let _ = writeln!(t, "]\n");
+
+    // Controller overheads: the ones after a read of the same kind.
+    let (fast_write, fw_src) = disk.get_or("Fast write level", 0.0)?;
+    let write_cache = fast_write > 0.0;
+    let (rm, rm_src) = disk.get(&spec_name, "Read miss over. after read")?;
+    let (rh, rh_src) = disk.get(&spec_name, "Read hit over. after read")?;
+    let write_key = if write_cache {
+        "Write hit over. after read"
+    } else {
+        "Write miss over. after read"
+    };
+    let (w, w_src) = disk.get(&spec_name, write_key)?;
+    let _ = writeln!(t, "[controller]\n# {rm_src}.\nread_miss_overhead_ms = {rm}");
+    let _ = writeln!(t, "# {rh_src}.\nread_hit_overhead_ms = {rh}");
+    let _ = writeln!(
+        t,
+        "# {w_src} ({}).\nwrite_overhead_ms = {w}\n",
+        if write_cache {
+            "writes are buffered, so they hit"
+        } else {
+            "no write caching, so writes miss"
+        }
+    );
+
+    // Cache.
+    let (segments, seg_src) = disk.get(&spec_name, "Number of buffer segments")?;
+    let (seg_size, size_src) = disk.get(&spec_name, "Segment size (in blks)")?;
+    let (write_segs, ws_src) = disk.get_or("Maximum number of write segments", 1.0)?;
+    let _ = writeln!(
+        t,
+        "[cache]\n# {seg_src}.\nsegments = {}",
+        segments.max(1.0) as u32
+    );
+    let _ = writeln!(
+        t,
+        "# {size_src}.\nsegment_sectors = {}",
+        seg_size.max(1.0) as u32
+    );
+    let _ = writeln!(
+        t,
+        "# {fw_src}: {}.\nwrite_cache = {write_cache}",
+        if write_cache {
+            "writes are reported done once in the buffer"
+        } else {
+            "writes are done when on the media"
+        }
+    );
+    let wb = (seg_size.max(1.0) as u32).max(256);
+    let _ = writeln!(
+        t,
+        "# One segment ({size_src}; at least max_sectors).\n\
+         write_buffer_sectors = {wb}\n# {ws_src}.\nwrite_buffer_runs = {}",
+        write_segs.max(1.0) as u32
+    );
+
+    // Everything else that is set is a warning.
+    let mut warnings = Vec::new();
+    for spec in [&disk, &model] {
+        for (i, a) in spec.items.iter().enumerate() {
+            if spec.used[i] || is_zero(&a.value) || NOT_TIMING.contains(&a.key.as_str()) {
+                continue;
+            }
+            warnings.push(format!(
+                "{}:{}: \"{} = {}\" is not modelled",
+                a.file, a.line, a.key, a.value
+            ));
+        }
+    }
+    for (key, n) in zone_warnings {
+        warnings.push(format!(
+            "{model_name}: \"{key}\" set in {n} zones is not modelled"
+        ));
+    }
+    Ok(Imported {
+        profile: t,
+        warnings,
+    })
+}

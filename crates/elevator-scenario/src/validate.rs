@@ -1,0 +1,254 @@
+//! `elevator validate`: replay a DiskSim validation trace on a device model
+//! and score it as DiskSim scores itself.
+//!
+//! DiskSim's validation traces (`valid/<disk>.trace`) hold, per request,
+//! the real drive's measured service time and the gap from its completion
+//! to the next arrival. DiskSim replays them one request at a time
+//! (`disksim … validate trace 0`), and its `rms` tool compares the
+//! simulated "Physical access time distribution" with the trace's
+//! "VALIDATE Trace access time distribution" (`runvalid`: `rms outv outv
+//! -1 -1 1`). Both distributions are binned by `valid/statdefs`: 1750 bins
+//! on a scale of 1000 per ms, `Start 0 step 1 grow 1`, so bin k is k+1 µs
+//! wide (edges at 1, 3, 6, 10 … µs: 1 µs resolution near zero, about 100
+//! µs at 5 ms). `rms` reads each distribution as cumulative fractions at
+//! the bins' upper edges, and for every fraction p = 0.0001, 0.0002, … 1
+//! interpolates linearly the time at which each curve reaches p; the
+//! demerit is the root mean square of the differences (DiskSim 4.0
+//! `src/rms.c`, `compute_rms`). We compute exactly that, and beside it the
+//! unbinned version (sorted samples paired), the mean and the
+//! per-request RMS error.
+//!
+//! The replay is DiskSim's closed loop: no scheduler, one request at a
+//! time, each arriving its recorded gap after the previous completion.
+
+use crate::ScenarioError;
+use elevator_core::{Duration, Instant, Request, RequestId};
+use elevator_workload::trace::{open_trace, TraceFormat, TraceReader};
+use std::io::BufRead;
+
+/// Bins of DiskSim's "Physical access time" distribution (statdefs:
+/// `Distribution size: 1750`).
+pub const DISKSIM_BINS: usize = 1750;
+/// Its scale: 1000 bin units per ms (statdefs `Scale/Equals: 1000/0`).
+const DISKSIM_UNITS_PER_MS: f64 = 1000.0;
+/// `rms.c`'s `RMS_INCR`: the step between compared fractions.
+const RMS_INCR: f64 = 0.0001;
+
+/// The scores of one validation replay (times in ms).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Validation {
+    pub trace: String,
+    pub device: String,
+    pub requests: usize,
+    pub mean_model_ms: f64,
+    pub mean_measured_ms: f64,
+    /// RMS of the per-request differences.
+    pub per_request_rms_ms: f64,
+    /// DiskSim's demerit: binned as DiskSim bins, compared as `rms` does.
+    pub demerit_ms: f64,
+    /// The same comparison without bins (sorted samples paired).
+    pub demerit_unbinned_ms: f64,
+}
+
+/// Upper edges of DiskSim's bins, in ms.
+fn disksim_edges() -> Vec<f64> {
+    let mut edges = Vec::with_capacity(DISKSIM_BINS);
+    let mut edge = 0.0;
+    for k in 0..DISKSIM_BINS {
+        edge += (k + 1) as f64;
+        edges.push(edge / DISKSIM_UNITS_PER_MS);
+    }
+    edges
+}
+
+/// The distribution as `rms` reads it: (upper edge, cumulative fraction)
+/// per bin, up to the first bin where the fraction reaches 1.
+fn binned_cdf(samples_ms: &[f64], edges: &[f64]) -> Vec<(f64, f64)> {
+    let mut counts = vec![0u64; edges.len()];
+    for &s in samples_ms {
+        // The first bin whose upper edge is above the sample (the last
+        // bin takes everything beyond).
+        let k = edges.partition_point(|&e| e <= s).min(edges.len() - 1);
+        counts[k] += 1;
+    }
+    let n = samples_ms.len().max(1) as f64;
+    let mut cdf = Vec::new();
+    let mut sum = 0u64;
+    for (k, &c) in counts.iter().enumerate() {
+        sum += c;
+        let y = sum as f64 / n;
+        cdf.push((edges[k], y));
+        if y >= 1.0 {
+            break;
+        }
+    }
+    cdf
+}
+
+/// The time at which a piecewise-linear CDF reaches `p`.
+fn time_at(cdf: &[(f64, f64)], p: f64) -> f64 {
+    let i = cdf.partition_point(|&(_, y)| y < p);
+    if i == 0 {
+        // Reached within the first bin: interpolate from the origin.
+        let (x, y) = cdf[0];
+        return if y > 0.0 { x * p / y } else { x };
+    }
+    let i = i.min(cdf.len() - 1);
+    let (x0, y0) = cdf[i - 1];
+    let (x1, y1) = cdf[i];
+    if y1 > y0 {
+        x0 + (p - y0) / (y1 - y0) * (x1 - x0)
+    } else {
+        x1
+    }
+}
+
+/// DiskSim's demerit of `model` against `measured` (ms samples).
+pub fn disksim_demerit(model: &[f64], measured: &[f64]) -> f64 {
+    if model.is_empty() || measured.is_empty() {
+        return 0.0;
+    }
+    let edges = disksim_edges();
+    let (a, b) = (binned_cdf(model, &edges), binned_cdf(measured, &edges));
+    let (mut squares, mut count) = (0.0, 0u32);
+    // Integer steps avoid `rms.c`'s drifting float sum; the points are the
+    // same 10 000 fractions.
+    for step in 1..=10_000u32 {
+        let p = f64::from(step) * RMS_INCR;
+        let d = time_at(&a, p) - time_at(&b, p);
+        squares += d * d;
+        count += 1;
+    }
+    (squares / f64::from(count)).sqrt()
+}
+
+/// RMS of paired sorted samples: the demerit without bins.
+pub fn unbinned_demerit(model: &[f64], measured: &[f64]) -> f64 {
+    let (mut a, mut b) = (model.to_vec(), measured.to_vec());
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    rms(&a, &b)
+}
+
+fn rms(a: &[f64], b: &[f64]) -> f64 {
+    if a.is_empty() {
+        return 0.0;
+    }
+    (a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>() / a.len() as f64).sqrt()
+}
+
+fn trace_error(e: elevator_workload::TraceError) -> ScenarioError {
+    ScenarioError {
+        file: e.file,
+        line: (e.line > 0).then_some(e.line),
+        key: Some(e.field.to_string()),
+        message: e.message,
+    }
+}
+
+/// Replay DiskSim validation trace `trace` on `device`.
+pub fn validate(trace: &str, device: &str) -> Result<Validation, ScenarioError> {
+    let reader = open_trace(trace, Some(TraceFormat::DisksimValidate)).map_err(trace_error)?;
+    validate_reader(reader, device)
+}
+
+/// Replay what `reader` reads (a DiskSim validation trace) on `device`.
+pub fn validate_reader<R: BufRead>(
+    reader: TraceReader<R>,
+    device: &str,
+) -> Result<Validation, ScenarioError> {
+    let cli = |m: String| ScenarioError::new("<command line>", None, None, m);
+    let dev = elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
+    validate_on(reader, dev, device)
+}
+
+/// Replay what `reader` reads on the device model `dev` (named `device`).
+pub fn validate_on<R: BufRead>(
+    reader: TraceReader<R>,
+    mut dev: Box<dyn elevator_device::Device>,
+    device: &str,
+) -> Result<Validation, ScenarioError> {
+    let capacity = dev.limits().capacity;
+    let trace = reader.file().to_string();
+    let trace = trace.as_str();
+    let mut now = Instant::ZERO;
+    let (mut model, mut measured) = (Vec::new(), Vec::new());
+    let mut prev: Option<(Duration, Duration)> = None;
+    for (i, record) in reader.enumerate() {
+        let r = record.map_err(trace_error)?;
+        if r.sector + u64::from(r.sectors) > capacity {
+            return Err(ScenarioError::new(
+                trace,
+                Some(r.line),
+                Some("blkno"),
+                format!(
+                    "sectors {}..{} are past the end of {device} ({capacity} sectors): \
+                     is this the trace of another drive?",
+                    r.sector,
+                    r.sector + u64::from(r.sectors)
+                ),
+            ));
+        }
+        // The recorded gap from the previous completion to this arrival.
+        if let Some((prev_time, prev_service)) = prev {
+            now += r.time.saturating_sub(prev_time + prev_service);
+        }
+        let service = r.service.unwrap_or(Duration::ZERO);
+        prev = Some((r.time, service));
+        let mut request = Request::read(i as u64, 0, r.sector, r.sectors);
+        request.id = RequestId(i as u64);
+        request.op = r.op;
+        dev.submit(&request, now);
+        let done = dev
+            .next_completion()
+            .expect("a submitted request completes");
+        let id = dev.complete(done);
+        debug_assert_eq!(id, Some(request.id));
+        model.push(done.since(now).as_millis_f64());
+        measured.push(service.as_millis_f64());
+        now = done;
+    }
+    if model.is_empty() {
+        return Err(ScenarioError::new(
+            trace,
+            None,
+            None,
+            "no requests in the trace",
+        ));
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    Ok(Validation {
+        trace: trace.to_string(),
+        device: device.to_string(),
+        requests: model.len(),
+        mean_model_ms: mean(&model),
+        mean_measured_ms: mean(&measured),
+        per_request_rms_ms: rms(&model, &measured),
+        demerit_ms: disksim_demerit(&model, &measured),
+        demerit_unbinned_ms: unbinned_demerit(&model, &measured),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_samples_score_zero_and_a_shift_scores_the_shift() {
+        let a: Vec<f64> = (0..1000).map(|i| 2.0 + f64::from(i) * 0.01).collect();
+        assert!(disksim_demerit(&a, &a) < 1e-12);
+        // Shifted by exactly 0.5 ms: the binned curves differ by about
+        // that much (bins near 7-12 ms are 0.12-0.15 ms wide).
+        let b: Vec<f64> = a.iter().map(|x| x + 0.5).collect();
+        let d = disksim_demerit(&a, &b);
+        assert!((d - 0.5).abs() < 0.1, "{d}");
+        assert!((unbinned_demerit(&a, &b) - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn bins_grow_by_a_microsecond_each() {
+        let e = disksim_edges();
+        assert_eq!(&e[..4], &[0.001, 0.003, 0.006, 0.010]);
+        assert_eq!(e.len(), DISKSIM_BINS);
+    }
+}

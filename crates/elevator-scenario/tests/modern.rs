@@ -1,0 +1,139 @@
+//! Issue 17: today's schedulers beside the classics. The orderings the
+//! kernel shows on this machine (measured on a loop device), reproduced in
+//! simulation on the `ssd-sata-2016` and `nvme` profiles: ionice RT/0 vs
+//! IDLE readers, a QD1 random reader against a buffered writer; kyber's
+//! read latency target; mClock's reservation and limit. The tests assert
+//! orderings and promises, not the kernel's numbers.
+
+use elevator_metrics::{Report, RunReport};
+use elevator_scenario::{builtin, run, RunOptions, Scenario};
+
+const DEVICES: [&str; 2] = ["ssd-sata-2016", "nvme"];
+
+fn run_builtin(name: &str, device: Option<&str>) -> Report {
+    let scenario = builtin(name).expect("built-in").expect("valid");
+    let options = RunOptions {
+        device: device.map(str::to_string),
+        ..RunOptions::default()
+    };
+    run(&scenario, &options, &mut |_| {}).expect("runs")
+}
+
+fn policy<'a>(report: &'a Report, name: &str) -> &'a RunReport {
+    report
+        .runs
+        .iter()
+        .find(|r| r.scheduler == name)
+        .unwrap_or_else(|| panic!("{name} ran"))
+}
+
+fn job<'a>(run: &'a RunReport, name: &str) -> &'a elevator_metrics::JobReport {
+    run.jobs
+        .iter()
+        .find(|j| j.name == name)
+        .unwrap_or_else(|| panic!("job {name}"))
+}
+
+#[test]
+fn rt_over_idle_under_mq_deadline_and_bfq_but_not_none_or_kyber() {
+    for device in DEVICES {
+        let report = run_builtin("modern-ionice-rt-vs-idle", Some(device));
+        for r in &report.runs {
+            let ratio = job(r, "rt").mb_s / job(r, "idle").mb_s;
+            println!(
+                "{device} {:<12} RT/IDLE bandwidth {ratio:>8.1}x",
+                r.scheduler
+            );
+            match r.scheduler.as_str() {
+                "mq-deadline" | "bfq" => {
+                    assert!(ratio > 100.0, "{device} {}: {ratio}", r.scheduler)
+                }
+                "noop" | "kyber" => assert!(
+                    (0.8..1.25).contains(&ratio),
+                    "{device} {}: {ratio}",
+                    r.scheduler
+                ),
+                other => panic!("unexpected policy {other}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn bfq_gives_a_random_reader_several_times_the_iops_against_a_buffered_writer() {
+    for device in DEVICES {
+        let report = run_builtin("modern-random-read-vs-buffered-write", Some(device));
+        let reader = |p: &str| job(policy(&report, p), "reader");
+        for r in &report.runs {
+            let j = job(r, "reader");
+            println!(
+                "{device} {:<12} reader {:>7.0} IOPS, p99 {:>6.2} ms",
+                r.scheduler, j.iops, j.lat_p99_ms
+            );
+        }
+        let bfq = reader("bfq");
+        for other in ["noop", "mq-deadline", "kyber"] {
+            let o = reader(other);
+            assert!(
+                bfq.iops > 3.0 * o.iops,
+                "{device}: bfq {} IOPS vs {other} {}",
+                bfq.iops,
+                o.iops
+            );
+        }
+    }
+}
+
+#[test]
+fn kyber_keeps_the_readers_p99_near_read_lat_nsec_against_a_write_flood() {
+    let report = run_builtin("kyber-read-latency-vs-write-flood", None);
+    let p99 = |p: &str| job(policy(&report, p), "reader").lat_p99_ms;
+    for r in &report.runs {
+        println!("{:<12} reader p99 {:.2} ms", r.scheduler, p99(&r.scheduler));
+    }
+    // read_lat_nsec is 2 ms: kyber's histogram buckets are a quarter of it
+    // wide, and it only acts when the p99 leaves the four good buckets.
+    assert!(p99("kyber") <= 4.0, "kyber p99 {} ms", p99("kyber"));
+    // The others leave the reader behind the writes in the device.
+    for other in ["noop", "mq-deadline"] {
+        assert!(p99(other) > 20.0, "{other} p99 {} ms", p99(other));
+    }
+}
+
+#[test]
+fn mclock_meets_a_reservation_and_caps_a_limit() {
+    let report = run_builtin("mclock-reservation-and-limit", None);
+    let group = |run: &RunReport, g: &str| {
+        run.groups
+            .iter()
+            .find(|x| x.name == g)
+            .unwrap_or_else(|| panic!("group {g}"))
+            .iops
+    };
+    let mclock = policy(&report, "mclock");
+    let (reserved, heavy, capped) = (
+        group(mclock, "reserved"),
+        group(mclock, "heavy"),
+        group(mclock, "capped"),
+    );
+    println!("mclock: reserved {reserved:.0} IOPS, heavy {heavy:.0}, capped {capped:.0}");
+    assert!(reserved >= 0.98 * 5000.0, "reservation missed: {reserved}");
+    assert!(capped <= 1.02 * 2000.0, "limit exceeded: {capped}");
+    assert!(heavy > 5.0 * reserved, "heavy got {heavy}");
+
+    // Without its reservation the light group gets about its weight's share.
+    let text = include_str!("../../../scenarios/mclock-reservation-and-limit.toml")
+        .replace("reservation = 5000", "");
+    let scenario = Scenario::parse("no-reservation", &text).expect("valid");
+    let options = RunOptions {
+        schedulers: Some(vec!["mclock".into()]),
+        ..RunOptions::default()
+    };
+    let report = run(&scenario, &options, &mut |_| {}).expect("runs");
+    let unreserved = group(&report.runs[0], "reserved");
+    println!("mclock without the reservation: {unreserved:.0} IOPS");
+    assert!(
+        unreserved < 0.2 * reserved,
+        "weight alone gave {unreserved}"
+    );
+}
