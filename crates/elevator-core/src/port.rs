@@ -21,6 +21,9 @@ pub struct BlockIo {
     pub group: GroupId,
     /// Filesystem metadata (`REQ_META | REQ_PRIO`).
     pub meta: bool,
+    /// `REQ_NOIDLE`: fsync and journal writes, not O_DIRECT ones
+    /// ([`Request::noidle`]).
+    pub noidle: bool,
 }
 
 /// A finished request, as the workload that submitted it sees it.
@@ -101,6 +104,7 @@ impl<'a> Io<'a> {
             arrival: self.now,
             merged: Vec::new(),
             meta: io.meta,
+            noidle: io.noidle,
         });
         id
     }

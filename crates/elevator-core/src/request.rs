@@ -63,6 +63,14 @@ pub struct Request {
     /// Filesystem metadata (the kernel's `REQ_META | REQ_PRIO`): CFQ lets
     /// it preempt and serves it first within a queue.
     pub meta: bool,
+    /// The kernel's `REQ_NOIDLE` (2.6.30-rc1, commit aeb6faf; `REQ_SYNC |
+    /// REQ_NOIDLE` through 3.x): "do not anticipate more I/O from this
+    /// task". Set on fsync and journal writes (`WRITE_SYNC`,
+    /// `WRITE_SYNC_PLUG`), never on O_DIRECT writes (`WRITE_ODIRECT` in
+    /// 2.6.30-2.6.32, `WRITE_ODIRECT_PLUG` in 2.6.33-2.6.36, `REQ_SYNC` in
+    /// 3.x) nor on reads. CFQ does not idle for a queue whose next request
+    /// carries it.
+    pub noidle: bool,
 }
 
 impl Request {
@@ -80,6 +88,7 @@ impl Request {
             arrival: Instant::ZERO,
             merged: Vec::new(),
             meta: false,
+            noidle: false,
         }
     }
 
@@ -89,6 +98,24 @@ impl Request {
             op: Op::Write,
             sync: false,
             ..Request::read(id, task, sector, sectors)
+        }
+    }
+
+    /// A sync write as fsync and the journal issue it (`WRITE_SYNC`: sync
+    /// and `REQ_NOIDLE`).
+    pub fn write_sync(id: u64, task: u32, sector: Sector, sectors: u32) -> Self {
+        Request {
+            sync: true,
+            noidle: true,
+            ..Request::write(id, task, sector, sectors)
+        }
+    }
+
+    /// A direct (O_DIRECT) write (`WRITE_ODIRECT`: sync, no `REQ_NOIDLE`).
+    pub fn write_direct(id: u64, task: u32, sector: Sector, sectors: u32) -> Self {
+        Request {
+            sync: true,
+            ..Request::write(id, task, sector, sectors)
         }
     }
 

@@ -34,6 +34,21 @@ const BUILTINS: &[(&str, &str, &str)] = &[
         include_str!("../profiles/sata-hdd.toml"),
     ),
     (
+        "hdd-2009",
+        "2009 desktop SATA disk (Barracuda 7200.12 class): 500 GB, 7200 rpm, no queueing",
+        include_str!("../profiles/hdd-2009.toml"),
+    ),
+    (
+        "hdd-2009-ncq",
+        "2009 desktop SATA disk (Barracuda 7200.12 class): 500 GB, 7200 rpm, NCQ 31",
+        include_str!("../profiles/hdd-2009-ncq.toml"),
+    ),
+    (
+        "mtron-2009",
+        "2009 PATA SSD (MTRON MOBI 3000 class): 16 GB SLC, UDMA, no queueing",
+        include_str!("../profiles/mtron-2009.toml"),
+    ),
+    (
         "ibm18es",
         "IBM Ultrastar 18ES (DNES-309170W), 9 GB, from DiskSim's validated model",
         include_str!("../profiles/ibm18es.toml"),
@@ -599,6 +614,10 @@ struct SsdInterface {
     link_mb_per_s: f64,
     command_overhead_us: f64,
     firmware_latency_us: f64,
+    /// Whether the drive reports itself rotational (ATA IDENTIFY word 217
+    /// not 1): a 2009 PATA SSD may not set it. Default false.
+    #[serde(default)]
+    rotational: bool,
 }
 
 #[derive(Deserialize)]
@@ -674,6 +693,7 @@ impl SsdFile {
             command_overhead: us(cmd),
             firmware_latency: us(fw),
             write_buffer_bytes: wb,
+            rotational: i.rotational,
         })
     }
 }

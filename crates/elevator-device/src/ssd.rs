@@ -59,6 +59,9 @@ pub(crate) struct SsdParams {
     /// Controller latency per command, overlapped between commands.
     pub firmware_latency: Duration,
     pub write_buffer_bytes: u64,
+    /// Reported to the kernel as rotational (a drive that does not set
+    /// ATA IDENTIFY word 217); the model itself has no mechanics.
+    pub rotational: bool,
 }
 
 /// Busy intervals of a serial resource, sorted and disjoint.
@@ -134,7 +137,7 @@ impl Ssd {
         let channel_slots = (u64::from(p.queue_depth) * per_channel + 1) as usize;
         Ssd {
             limits: QueueLimits {
-                rotational: false,
+                rotational: p.rotational,
                 queue_depth: p.queue_depth,
                 max_sectors: p.max_sectors,
                 capacity: p.capacity_sectors,
@@ -322,6 +325,7 @@ mod tests {
             command_overhead: Duration::ZERO,
             firmware_latency: Duration::ZERO,
             write_buffer_bytes: 1 << 20,
+            rotational: false,
         };
         let mut ssd = Ssd::new(p);
         let mut now = Instant::ZERO;

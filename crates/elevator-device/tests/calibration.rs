@@ -345,6 +345,71 @@ fn sata_hdd_ncq_reordering_raises_random_iops() {
     assert!(q31 > 1.8 * q1, "{q31} vs {q1}");
 }
 
+// ------------------------------------------------------- 2009 profiles --
+
+/// Sequential 512 KiB reads (`max_sectors` pieces) at `frac` of the disk.
+fn sequential_rate(profile: &str, frac: f64) -> f64 {
+    let mut dev = open(profile).unwrap();
+    let cap = dev.limits().capacity;
+    let n = dev.limits().max_sectors.min(1024);
+    let base = ((cap - 600 * u64::from(n)) as f64 * frac) as u64 / 1024 * 1024;
+    let run = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 600, &mut |_, k| {
+        (Op::Read, base + k * u64::from(n), n)
+    });
+    run.rate() / MB
+}
+
+#[test]
+fn hdd_2009_profiles_match_their_cited_rates_and_differ_only_in_queueing() {
+    for profile in ["hdd-2009", "hdd-2009-ncq"] {
+        let (outer, inner) = (sequential_rate(profile, 0.0), sequential_rate(profile, 1.0));
+        println!(
+            "{profile} sequential 512 KiB reads: outer {outer:.1} MB/s, inner {inner:.1} MB/s"
+        );
+        // About 125 MB/s outer (WD10EALS class), half of it inner.
+        assert!((110.0..=130.0).contains(&outer), "{outer}");
+        assert!((55.0..=66.0).contains(&inner), "{inner}");
+    }
+    let (a, b) = (open("hdd-2009").unwrap(), open("hdd-2009-ncq").unwrap());
+    assert_eq!((a.limits().queue_depth, b.limits().queue_depth), (1, 31));
+    assert_eq!(a.limits().capacity, b.limits().capacity);
+    assert!(a.limits().rotational && b.limits().rotational);
+    // Random 4 KiB reads at depth 1: average seek 8.5 ms plus half a turn.
+    let mut dev = open("hdd-2009").unwrap();
+    let cap = dev.limits().capacity;
+    let mut rng = Prng::new(7);
+    let run = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 1000, &mut |_, _| {
+        (Op::Read, random_sector(&mut rng, cap, 8), 8)
+    });
+    let ms = run.mean_service_ms();
+    println!(
+        "hdd-2009 random 4 KiB reads: {ms:.2} ms, {:.0} IOPS",
+        run.iops()
+    );
+    assert!((11.0..=14.5).contains(&ms), "{ms} ms");
+}
+
+#[test]
+fn mtron_2009_is_a_depth_one_flash_drive_bound_by_its_pata_link() {
+    let mut dev = open("mtron-2009").unwrap();
+    let limits = dev.limits();
+    assert_eq!((limits.queue_depth, limits.max_sectors), (1, 256));
+    assert!(!limits.rotational);
+    let rate = sequential_rate("mtron-2009", 0.0);
+    let cap = limits.capacity;
+    let mut rng = Prng::new(7);
+    let run = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 2000, &mut |_, _| {
+        (Op::Read, random_sector(&mut rng, cap, 8), 8)
+    });
+    println!(
+        "mtron-2009: sequential 128 KiB reads {rate:.1} MB/s, random 4 KiB reads {:.0} IOPS",
+        run.iops()
+    );
+    // Below the link's 100 MB/s: at depth 1 flash and link time add up.
+    assert!((65.0..=100.0).contains(&rate), "{rate}");
+    assert!(run.iops() > 3000.0, "flash: no seek");
+}
+
 // --------------------------------------------------------- ssd-sata-2016 --
 
 /// Ten readers, one request in flight each, each in its own tenth of the

@@ -1387,6 +1387,10 @@ impl Host {
                 // Metadata reads are not flagged: the host models kernels
                 // from before REQ_META (2.6.0 and 2.4).
                 meta: false,
+                // Sync writes here are fsync's and sync's (WB_SYNC_ALL):
+                // WRITE_SYNC_PLUG from 2.6.30, sync + REQ_NOIDLE (commits
+                // a64c861, aeb6faf). Writeback is async and never NOIDLE.
+                noidle: write && sync,
             });
             let mut seq = 0;
             if write {

@@ -237,8 +237,12 @@ fn fsync_returns_only_after_the_files_data_completed_on_the_device() {
             assert!(writes
                 .iter()
                 .all(|s| s.completed.is_some_and(|c| c <= done)));
+            // fsync's writes are WRITE_SYNC(_PLUG): sync and REQ_NOIDLE.
+            assert!(writes.iter().all(|s| s.sync && s.noidle), "fsync writes");
         } else {
             assert!(last.is_none_or(|t| t < done) || bytes < 20 << 20);
+            // Writeback is async and never REQ_NOIDLE.
+            assert!(writes.iter().all(|s| !s.sync && !s.noidle), "writeback");
             assert!(
                 done.as_secs_f64() < 0.1,
                 "without fsync the writer returns at memory speed"

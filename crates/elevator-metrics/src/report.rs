@@ -141,6 +141,10 @@ pub struct Report {
     pub device: String,
     pub seed: u64,
     pub runs: Vec<RunReport>,
+    /// The table's per-job section shows KiB read and written (the layout
+    /// of Brunelle's 2009 priority tables); not part of the JSON.
+    #[serde(skip)]
+    pub per_job_kib: bool,
 }
 
 impl RunReport {
@@ -320,6 +324,21 @@ impl Report {
                 .map(String::from)
                 .to_vec()];
                 let mut extras = Vec::new();
+                if self.per_job_kib {
+                    // Brunelle's layout: KiB read and written per process.
+                    rows = vec![["job", "KiB read", "KiB written"]
+                        .map(String::from)
+                        .to_vec()];
+                    for j in &run.jobs {
+                        rows.push(vec![
+                            j.name.clone(),
+                            (j.read_bytes / 1024).to_string(),
+                            (j.write_bytes / 1024).to_string(),
+                        ]);
+                    }
+                    columns(&mut out, &rows);
+                    continue;
+                }
                 for j in &run.jobs {
                     let done = match j.completion_s {
                         Some(c) => format!("{c:.2}"),

@@ -47,6 +47,7 @@ struct RawScenario {
     schedulers: Option<Vec<S<String>>>,
     seed: Option<u64>,
     time_limit: Option<S<String>>,
+    per_job: Option<S<String>>,
     result: RawResult,
     #[serde(default)]
     published: BTreeMap<String, String>,
@@ -198,6 +199,10 @@ pub struct Scenario {
     pub schedulers: Vec<String>,
     pub seed: u64,
     pub time_limit: Duration,
+    /// The per-job table shows KiB read and written (`per_job = "kib"`,
+    /// the layout of Brunelle's 2009 priority tables) instead of times,
+    /// rates and latencies (`"default"`).
+    pub per_job_kib: bool,
     pub result: ResultSpec,
     pub published: BTreeMap<String, String>,
     /// Tunable overrides per policy, already checked against the registry.
@@ -363,6 +368,17 @@ impl Scenario {
             Some(t) => cx.duration(t, "time_limit")?,
             None => DEFAULT_TIME_LIMIT,
         };
+        let per_job_kib = match raw.per_job.as_ref().map(|p| (p, p.get_ref().as_str())) {
+            None | Some((_, "default")) => false,
+            Some((_, "kib")) => true,
+            Some((p, other)) => {
+                return Err(cx.at(
+                    p,
+                    "per_job",
+                    format!("unknown per-job layout {other:?}: expected \"default\" or \"kib\""),
+                ))
+            }
+        };
 
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
@@ -407,12 +423,12 @@ impl Scenario {
             let key = format!("presets.{policy}");
             let t = elevator_sched::find(policy)
                 .ok_or_else(|| cx.at(preset, &key, unknown_policy(policy)))?;
-            if !["linux-2.6", "linux-2.4"].contains(&preset.get_ref().as_str()) {
+            if !["linux-2.6", "linux-2.4", "linux-2.6.32"].contains(&preset.get_ref().as_str()) {
                 return Err(cx.at(
                     preset,
                     &key,
                     format!(
-                        "unknown preset {:?} (linux-2.6, linux-2.4)",
+                        "unknown preset {:?} (linux-2.6, linux-2.4, linux-2.6.32)",
                         preset.get_ref()
                     ),
                 ));
@@ -424,9 +440,15 @@ impl Scenario {
             if let Some(h) = &mut host {
                 let default = crate::host::RawHost::default();
                 let raw_host = raw.host.as_ref().map_or(&default, |h| h.get_ref());
+                // linux-2.6.32 is a block-layer preset only: its host (ext3,
+                // 2.6.32 writeback) is not built yet, so it runs on 2.6's.
+                let host_preset = match preset.get_ref().as_str() {
+                    "linux-2.6.32" => "linux-2.6",
+                    other => other,
+                };
                 h.params_by_policy.insert(
                     t.name.to_string(),
-                    crate::host::host_params(&cx, raw_host, Some(preset.get_ref()))?,
+                    crate::host::host_params(&cx, raw_host, Some(host_preset))?,
                 );
             }
         }
@@ -483,6 +505,7 @@ impl Scenario {
             schedulers,
             seed: raw.seed.unwrap_or(1),
             time_limit,
+            per_job_kib,
             result,
             published: raw.published,
             tunables,
@@ -729,16 +752,18 @@ fn block_config(
 ) -> Result<EngineConfig, ScenarioError> {
     let mut config = match (preset, &b.preset) {
         (Some("linux-2.4"), _) => EngineConfig::linux_24(),
+        (Some("linux-2.6.32"), _) => EngineConfig::linux_2632(),
         (Some(_), _) => EngineConfig::linux_26(),
         (None, None) => EngineConfig::linux_26(),
         (None, Some(p)) => match p.get_ref().as_str() {
             "linux-2.6" => EngineConfig::linux_26(),
             "linux-2.4" => EngineConfig::linux_24(),
+            "linux-2.6.32" => EngineConfig::linux_2632(),
             other => {
                 return Err(cx.at(
                     p,
                     "block.preset",
-                    format!("unknown preset {other:?} (linux-2.6, linux-2.4)"),
+                    format!("unknown preset {other:?} (linux-2.6, linux-2.4, linux-2.6.32)"),
                 ))
             }
         },

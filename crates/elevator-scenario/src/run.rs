@@ -94,6 +94,7 @@ pub fn run(
         device,
         seed,
         runs,
+        per_job_kib: scenario.per_job_kib,
     })
 }
 
@@ -352,11 +353,14 @@ pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<
             };
         }
         "restart_before_wakeup" => config.restart_before_wakeup = n != 0,
+        // 1: the linux-2.6.32 allocation (sync/async lists, batching,
+        // may_queue); 0: the linux-2.6 one.
+        "sync_lists" => config.sync_lists = n != 0,
         "nr_requests" | "batch_requests" => return Err("must be at least 1".into()),
         other => {
             return Err(format!(
                 "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit, \
-                 max_sectors, restart_before_wakeup)"
+                 max_sectors, restart_before_wakeup, sync_lists)"
             ))
         }
     }

@@ -61,6 +61,7 @@ impl Workload for FsyncBursts {
                 prio: IoPrio::be(4),
                 group: GroupId::ROOT,
                 meta: false,
+                noidle: false,
             });
             // A file's blocks, not quite contiguous (no merging away).
             self.next_sector += 16;

@@ -664,6 +664,10 @@ impl Scheduler for Checked {
         self.inner.set_groups(groups);
     }
 
+    fn may_queue(&mut self, request: &Request, now: Instant) -> crate::MayQueue {
+        self.inner.may_queue(request, now)
+    }
+
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
         self.inner.starvation_bound(service, max_queued)
     }

@@ -46,6 +46,15 @@ pub enum Dispatch {
     Empty,
 }
 
+/// A policy's answer to "may this task allocate a request?" (the kernel's
+/// `elv_may_queue`, 2.6.x): `Must` lets it past a full request list (up to
+/// the hard cap), as CFQ answers for the queue it is idling on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MayQueue {
+    May,
+    Must,
+}
+
 /// An I/O scheduling policy.
 pub trait Scheduler: Send + std::fmt::Debug {
     /// The registry name of this policy.
@@ -78,6 +87,13 @@ pub trait Scheduler: Send + std::fmt::Debug {
     /// Whether any request is queued.
     fn has_work(&self) -> bool {
         self.queued() > 0
+    }
+
+    /// Asked by a block layer with the 2.6.32 request allocation before
+    /// `request` takes a slot (`elv_may_queue`). Default: `May`, as
+    /// deadline and noop, which have no hook.
+    fn may_queue(&mut self, _request: &Request, _now: Instant) -> MayQueue {
+        MayQueue::May
     }
 
     /// The task exited: it will issue no more I/O (AS stops anticipating it).

@@ -145,6 +145,8 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::anticipatory::TYPE,
         policy::cfq::TYPE,
         policy::cfq2003::TYPE,
+        policy::cfq_2632::TYPE,
+        policy::cfq_2632::TYPE_BRUNELLE,
         policy::deadline_mc::TYPE,
         policy::bfq::TYPE,
         policy::mq_deadline::TYPE,

@@ -5,7 +5,8 @@
 //! # A comment. Each `policy` line starts a fresh policy instance.
 //! policy deadline fifo_batch=2 writes_starved=2
 //! limits max_sectors=16             (optional, right after `policy`)
-//! insert 1 R 100+8 task=1 t=0       op R, W (async write), WS (sync write), F;
+//! insert 1 R 100+8 task=1 t=0       op R, W (async write), WS (fsync write,
+//!                                   REQ_NOIDLE), WD (O_DIRECT write), F;
 //! insert 2 W 50+8 task=2 t=0        task=1 prio=be/4 group=0 t=now by default
 //! dispatch t=0 -> 1                 one dispatch, nothing completes
 //! complete 1 t=2ms                  the device finished dispatched request 1
@@ -403,15 +404,19 @@ fn parse_insert(
 ) -> Result<Request, String> {
     let [id, op, extent] = positional[..] else {
         return Err(
-            "usage: insert <id> <R|W|WS|F> <sector>+<sectors> [task= prio= group= meta= t=]".into(),
+            "usage: insert <id> <R|W|WS|WD|F> <sector>+<sectors> [task= prio= group= meta= t=]"
+                .into(),
         );
     };
     let id: u64 = id.parse().map_err(|_| format!("bad id {id:?}"))?;
-    let (op, sync) = match op {
-        "R" => (Op::Read, true),
-        "W" => (Op::Write, false),
-        "WS" => (Op::Write, true),
-        "F" => (Op::Flush, true),
+    // WS is fsync's WRITE_SYNC (sync + REQ_NOIDLE), WD an O_DIRECT write
+    // (sync, no REQ_NOIDLE).
+    let (op, sync, noidle) = match op {
+        "R" => (Op::Read, true, false),
+        "W" => (Op::Write, false, false),
+        "WS" => (Op::Write, true, true),
+        "WD" => (Op::Write, true, false),
+        "F" => (Op::Flush, true, false),
         other => return Err(format!("bad op {other:?}")),
     };
     let (sector, sectors) = extent
@@ -439,6 +444,7 @@ fn parse_insert(
         arrival: now,
         merged: Vec::new(),
         meta: number("meta", 0)? != 0,
+        noidle,
     })
 }
 

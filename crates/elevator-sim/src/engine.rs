@@ -24,6 +24,14 @@ pub const NR_REQUESTS: usize = 128;
 /// per device, drivers/ide/ide-probe.c `init_gendisk`, 2.4.18–2.4.21.
 pub const IDE_24_MAX_SECTORS: u32 = 128;
 
+/// Requests a task that waited for a slot may then take past a full list
+/// (`BLK_BATCH_REQ`, v2.6.32 block/blk.h).
+pub const BLK_BATCH_REQ: u32 = 32;
+
+/// ... or for this long after it waited (`BLK_BATCH_TIME`, HZ/50, v2.6.32
+/// block/blk.h).
+pub const BLK_BATCH_TIME: Duration = Duration::from_millis(20);
+
 /// Engine settings that are not the policy's or the device's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -52,6 +60,14 @@ pub struct EngineConfig {
     /// with the next request. Off: the workload hears of the completion
     /// first and may submit before the next dispatch.
     pub restart_before_wakeup: bool,
+    /// 2.6.30+ request allocation (v2.6.32 block/blk-core.c `get_request`):
+    /// the two lists count sync and async requests (commit 1faa16d) instead
+    /// of reads and writes; the policy is asked `may_queue` first; a task
+    /// that filled a list or waited for a slot becomes a batcher
+    /// (`ioc_set_batching`) and may allocate past a full list for
+    /// `BLK_BATCH_REQ` requests or `BLK_BATCH_TIME`, as may a request the
+    /// policy answers `Must` for, up to the hard cap of 3/2 × `nr_requests`.
+    pub sync_lists: bool,
     /// Stop here even if the workload has not finished.
     pub time_limit: Instant,
     /// Run the policy through the invariant checker
@@ -77,8 +93,23 @@ impl EngineConfig {
             inflight_limit: None,
             max_sectors: None,
             restart_before_wakeup: false,
+            sync_lists: false,
             time_limit: Instant::NEVER,
             check: false,
+        }
+    }
+
+    /// The 2.6.32 block layer: 128 requests per list (BLKDEV_MAX_RQ), the
+    /// lists counting sync and async requests, batching and the policy's
+    /// `may_queue` (see [`EngineConfig::sync_lists`]). Departures: no
+    /// plugging (`unplug_thresh`/`unplug_delay`), no congestion bits for
+    /// writeback (the host has its own congestion estimate), and a woken
+    /// sleeper is the oldest waiting request of its list, one per freed
+    /// slot, as `freed_request` wakes one exclusive waiter.
+    pub fn linux_2632() -> Self {
+        EngineConfig {
+            sync_lists: true,
+            ..EngineConfig::linux_26()
         }
     }
 
@@ -107,6 +138,7 @@ impl EngineConfig {
             inflight_limit: None,
             max_sectors: Some(IDE_24_MAX_SECTORS),
             restart_before_wakeup: true,
+            sync_lists: false,
             time_limit: Instant::NEVER,
             check: false,
         }
@@ -144,12 +176,22 @@ struct Part {
 const READ: usize = 0;
 const WRITE: usize = 1;
 
-fn dir_of(r: &Request) -> usize {
-    if r.op == Op::Read {
+/// The request list of `r`: reads and writes, or (2.6.30+) sync (0) and
+/// async (1). Reads are always sync (`rw_is_sync`).
+fn list_of(r: &Request, sync_lists: bool) -> usize {
+    if r.op == Op::Read || (sync_lists && r.sync) {
         READ
     } else {
         WRITE
     }
+}
+
+/// A task's batching allowance (`ioc_batching`): requests left, and when it
+/// last waited.
+#[derive(Clone, Copy, Debug)]
+struct Batch {
+    left: u32,
+    waited: Instant,
 }
 
 /// A policy and a device in virtual time.
@@ -172,6 +214,9 @@ pub struct Engine {
     /// Sectors queued in the policy or in flight (for `inflight_limit`).
     sectors_allocated: u64,
     waiting: [VecDeque<Request>; 2],
+    /// Lists marked full (`blk_queue_full`), with 2.6.32 allocation.
+    full: [bool; 2],
+    batchers: FxHashMap<TaskId, Batch>,
     completed: u64,
     /// Requests the device failed (each counts once, merged or not).
     errors: u64,
@@ -216,6 +261,8 @@ impl Engine {
             allocated: [0, 0],
             sectors_allocated: 0,
             waiting: [VecDeque::new(), VecDeque::new()],
+            full: [false, false],
+            batchers: FxHashMap::default(),
             completed: 0,
             errors: 0,
             last_completion: Instant::ZERO,
@@ -407,14 +454,77 @@ impl Engine {
         self.submitted = submitted;
     }
 
+    fn dir_of(&self, r: &Request) -> usize {
+        list_of(r, self.config.sync_lists)
+    }
+
     /// Give `request` a slot and the policy, or queue it for a slot.
     fn admit(&mut self, request: Request) {
-        let dir = dir_of(&request);
+        if self.config.sync_lists {
+            return self.admit_2632(request);
+        }
+        let dir = self.dir_of(&request);
         let behind = !self.waiting[dir].is_empty() && !self.config.steal;
         if (behind || !self.may_allocate(dir)) && !self.merges_freely(dir, &request) {
             self.waiting[dir].push_back(request);
         } else {
             self.insert(request);
+        }
+    }
+
+    /// 2.6.32's `get_request`: a request the policy would merge needs no
+    /// slot; otherwise past `nr_requests` only a batcher or a `Must` may
+    /// allocate, never past 3/2 × `nr_requests`; whoever fills the list
+    /// becomes a batcher. A failed request waits; its task becomes a batcher
+    /// when it is woken (`get_request_wait`).
+    fn admit_2632(&mut self, request: Request) {
+        let dir = self.dir_of(&request);
+        if self.sched.would_merge(&request) {
+            return self.insert(request);
+        }
+        let nr = self.config.nr_requests[dir];
+        let must = self.sched.may_queue(&request, self.now) == elevator_sched::MayQueue::Must;
+        let count = self.allocated[dir];
+        let mut ok = self.waiting[dir].is_empty() || must || self.is_batcher(request.task);
+        if count + 1 >= nr {
+            if !self.full[dir] {
+                self.full[dir] = true;
+                self.set_batching(request.task);
+            } else if !must && !self.is_batcher(request.task) {
+                ok = false;
+            }
+        }
+        if count >= nr.saturating_mul(3) / 2 {
+            ok = false;
+        }
+        if !ok {
+            self.waiting[dir].push_back(request);
+            return;
+        }
+        if let Some(b) = self.batchers.get_mut(&request.task) {
+            b.left = b.left.saturating_sub(1);
+        }
+        self.insert(request);
+    }
+
+    /// `ioc_batching`: a full allowance, or some of it within
+    /// `BLK_BATCH_TIME` of waiting.
+    fn is_batcher(&self, task: TaskId) -> bool {
+        self.batchers.get(&task).is_some_and(|b| {
+            b.left == BLK_BATCH_REQ || (b.left > 0 && self.now < b.waited + BLK_BATCH_TIME)
+        })
+    }
+
+    /// `ioc_set_batching`.
+    fn set_batching(&mut self, task: TaskId) {
+        if !self.is_batcher(task) {
+            self.batchers.insert(
+                task,
+                Batch {
+                    left: BLK_BATCH_REQ,
+                    waited: self.now,
+                },
+            );
         }
     }
 
@@ -460,6 +570,16 @@ impl Engine {
                 let Some(next) = self.waiting[dir].pop_front() else {
                     break;
                 };
+                // 2.6.32: the woken task becomes a batcher (`get_request_wait`).
+                if self.config.sync_lists {
+                    self.batchers.insert(
+                        next.task,
+                        Batch {
+                            left: BLK_BATCH_REQ - 1,
+                            waited: self.now,
+                        },
+                    );
+                }
                 let before = self.allocated[dir];
                 self.insert(next);
                 if self.allocated[dir] > before {
@@ -481,7 +601,7 @@ impl Engine {
     }
 
     fn insert(&mut self, mut request: Request) {
-        let dir = dir_of(&request);
+        let dir = self.dir_of(&request);
         request.arrival = self.now;
         self.sectors_allocated += u64::from(request.sectors);
         let before = self.sched.queued();
@@ -567,11 +687,15 @@ impl Engine {
         if self.trace.is_some() {
             self.trace_line('C', &request, "");
         }
-        let dir = dir_of(&request);
+        let dir = self.dir_of(&request);
         let Some(slots) = self.allocated[dir].checked_sub(1) else {
             self.bug(format_args!("{request} completed with no slot allocated"))
         };
         self.allocated[dir] = slots;
+        // `freed_request`: below nr_requests the list is no longer full.
+        if self.allocated[dir] < self.config.nr_requests[dir] {
+            self.full[dir] = false;
+        }
         let Some(sectors) = self
             .sectors_allocated
             .checked_sub(u64::from(request.sectors))

@@ -87,6 +87,7 @@ fn io(op: Op, sector: u64, task: u32) -> BlockIo {
         prio: IoPrio::default(),
         group: GroupId::ROOT,
         meta: false,
+        noidle: false,
     }
 }
 
@@ -365,6 +366,150 @@ fn buffers_that_merge_need_no_request_slot_on_the_2_4_block_layer() {
     println!("16 contiguous blocks, one slot: 2.4 {merged} requests in {t24:?}, otherwise {alone} in {t26:?}");
     assert_eq!(merged, 1);
     assert!(alone > 1);
+}
+
+/// A FIFO that answers `may_queue` with `Must` for one task.
+#[derive(Debug, Default)]
+struct Recorder {
+    queue: VecDeque<Request>,
+    must_for: Option<u32>,
+}
+
+impl Scheduler for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+    fn insert(&mut self, request: Request, _now: Instant) {
+        self.queue.push_back(request);
+    }
+    fn dispatch(&mut self, _now: Instant) -> Dispatch {
+        self.queue
+            .pop_front()
+            .map_or(Dispatch::Empty, Dispatch::Request)
+    }
+    fn complete(&mut self, _request: &Request, _now: Instant) {}
+    fn queued(&self) -> usize {
+        self.queue.len()
+    }
+    fn may_queue(&mut self, request: &Request, _now: Instant) -> elevator_sched::MayQueue {
+        if Some(request.task.0) == self.must_for {
+            elevator_sched::MayQueue::Must
+        } else {
+            elevator_sched::MayQueue::May
+        }
+    }
+}
+
+/// At time zero: task 1 submits `n` async writes, then task 2 one, then
+/// task 3 one.
+struct Crowd {
+    n: u64,
+    left: u64,
+}
+
+impl Workload for Crowd {
+    fn start(&mut self, io_: &mut Io<'_>) {
+        for i in 0..self.n {
+            io_.submit(io(Op::Write, i * 1000, 1));
+        }
+        io_.submit(io(Op::Write, 500_000, 2));
+        io_.submit(io(Op::Write, 600_000, 3));
+        self.left = self.n + 2;
+    }
+    fn wake(&mut self, _token: u64, _io: &mut Io<'_>) {}
+    fn completed(&mut self, _done: &Completion, _io: &mut Io<'_>) {
+        self.left -= 1;
+    }
+    fn finished(&self) -> bool {
+        self.left == 0
+    }
+}
+
+/// When each task's first request got into the policy, ms, and how many
+/// of task 1's got in at time zero.
+fn first_insert(config: EngineConfig, n: u64, must_for: Option<u32>) -> ([u64; 3], usize) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    #[derive(Debug)]
+    struct Reporting(Recorder, std::sync::mpsc::Sender<(u32, Instant)>);
+    impl Scheduler for Reporting {
+        fn name(&self) -> &'static str {
+            "reporting"
+        }
+        fn insert(&mut self, request: Request, now: Instant) {
+            let _ = self.1.send((request.task.0, now));
+            self.0.insert(request, now);
+        }
+        fn dispatch(&mut self, now: Instant) -> Dispatch {
+            self.0.dispatch(now)
+        }
+        fn complete(&mut self, request: &Request, now: Instant) {
+            self.0.complete(request, now);
+        }
+        fn queued(&self) -> usize {
+            self.0.queued()
+        }
+        fn may_queue(&mut self, request: &Request, now: Instant) -> elevator_sched::MayQueue {
+            self.0.may_queue(request, now)
+        }
+    }
+    let policy = Reporting(
+        Recorder {
+            must_for,
+            ..Recorder::default()
+        },
+        tx,
+    );
+    let mut e = Engine::new(Box::new(policy), Box::new(FixedDisk::new(1, 1)), config);
+    e.run(&mut Crowd { n, left: 0 });
+    let mut first = [u64::MAX; 3];
+    let mut task1_at_zero = 0;
+    for (task, at) in rx.try_iter() {
+        let t = &mut first[task as usize - 1];
+        *t = (*t).min(at.nanos() / 1_000_000);
+        task1_at_zero += usize::from(task == 1 && at == Instant::ZERO);
+    }
+    (first, task1_at_zero)
+}
+
+#[test]
+fn linux_2632_a_batcher_gets_its_extra_requests_while_a_non_batcher_waits() {
+    // Eight slots per list. Task 1 fills the async list, which makes it a
+    // batcher (`get_request`): its 11 writes all go in at once, past
+    // nr_requests. Task 2 arrives at a full list and is no batcher: it
+    // waits until completions bring the list below 8 (11 -> 7 after 4 ms).
+    let config = EngineConfig {
+        nr_requests: [8, 8],
+        ..EngineConfig::linux_2632()
+    };
+    let ([t1, t2, _], at_zero) = first_insert(config, 11, None);
+    assert_eq!((t1, t2, at_zero), (0, 4, 11));
+    // The 2.6 preset has no batching: task 1 itself stops at 8.
+    let config26 = EngineConfig {
+        nr_requests: [8, 8],
+        ..EngineConfig::linux_26()
+    };
+    let (_, at_zero_26) = first_insert(config26, 11, None);
+    assert_eq!(at_zero_26, 8);
+}
+
+#[test]
+fn linux_2632_must_queue_admits_a_request_past_a_full_list() {
+    let config = EngineConfig {
+        nr_requests: [8, 8],
+        ..EngineConfig::linux_2632()
+    };
+    // Task 3 comes after task 2 at the full list; the policy says it must
+    // queue (CFQ idling on its queue), so it goes in at once.
+    // Task 2 then waits for five completions (12 -> 7).
+    let ([_, t2, t3], _) = first_insert(config, 11, Some(3));
+    assert_eq!((t2, t3), (5, 0));
+    // Without the answer it waits behind task 2.
+    let ([_, _, t3_may], _) = first_insert(config, 11, None);
+    assert!(t3_may >= 4, "{t3_may}");
+    // Nothing passes the hard cap of 3/2 x 8 = 12: with 12 from task 1
+    // even the must-queue request waits.
+    let ([_, _, t3_cap], _) = first_insert(config, 12, Some(3));
+    assert!(t3_cap > 0, "{t3_cap}");
 }
 
 /// A policy that breaks a promise inside the simulator stops the run with

@@ -258,6 +258,8 @@ impl<B: Backend> Runtime<B> {
                 arrival: now,
                 merged: Vec::new(),
                 meta: false,
+                // O_DIRECT I/O: writes are REQ_SYNC without REQ_NOIDLE.
+                noidle: false,
             },
             now,
         );

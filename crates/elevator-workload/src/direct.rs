@@ -196,6 +196,10 @@ impl DirectJob {
                 prio: self.prio,
                 group: self.group,
                 meta: false,
+                // O_DIRECT writes never carried REQ_NOIDLE: WRITE_ODIRECT
+                // (2.6.30-2.6.32), WRITE_ODIRECT_PLUG (2.6.33-2.6.36),
+                // REQ_SYNC (3.x) (fs/direct-io.c; era reference, section 2).
+                noidle: false,
             });
             self.pieces.insert(id, n);
             pieces_left += 1;
@@ -360,6 +364,59 @@ mod tests {
         assert_eq!(job.stats.bytes(), 3 * (4 << 20));
         assert_eq!(job.stats.ios, 3, "statistics count I/Os");
         assert!(job.pieces.is_empty() && job.ios.is_empty());
+    }
+
+    /// A FIFO that remembers the flags of what it was given.
+    #[derive(Debug, Default)]
+    struct Recorder {
+        queue: std::collections::VecDeque<elevator_core::Request>,
+        seen: std::sync::Arc<std::sync::Mutex<Vec<(Op, bool, bool)>>>,
+    }
+
+    impl elevator_sched::Scheduler for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn insert(&mut self, request: elevator_core::Request, _now: Instant) {
+            let flags = (request.op, request.sync, request.noidle);
+            self.seen.lock().expect("not poisoned").push(flags);
+            self.queue.push_back(request);
+        }
+        fn dispatch(&mut self, _now: Instant) -> elevator_sched::Dispatch {
+            self.queue.pop_front().map_or(
+                elevator_sched::Dispatch::Empty,
+                elevator_sched::Dispatch::Request,
+            )
+        }
+        fn complete(&mut self, _request: &elevator_core::Request, _now: Instant) {}
+        fn queued(&self) -> usize {
+            self.queue.len()
+        }
+    }
+
+    #[test]
+    fn direct_writes_are_sync_and_never_noidle() {
+        use elevator_sim::{Engine, EngineConfig};
+        let mut job = DirectJob::new("w", 1, 0);
+        job.region_sectors = 1 << 16;
+        job.read_percent = 50;
+        job.pattern = Pattern::Random;
+        job.bs = 8;
+        job.size = Some(64 * 4096);
+        let device = elevator_device::open("sata-hdd").expect("profile");
+        let mut config = EngineConfig::linux_26();
+        config.time_limit = Instant::ZERO + Duration::from_secs(60);
+        let recorder = Recorder::default();
+        let seen = recorder.seen.clone();
+        let mut engine = Engine::new(Box::new(recorder), device, config);
+        engine.run(&mut job);
+        let seen = seen.lock().expect("not poisoned");
+        let writes = seen.iter().filter(|(op, ..)| *op == Op::Write).count();
+        assert!(writes > 0 && writes < seen.len(), "a read/write mix");
+        for &(op, sync, noidle) in seen.iter() {
+            assert!(sync, "{op:?}: O_DIRECT I/O is sync");
+            assert!(!noidle, "{op:?}: WRITE_ODIRECT carries no REQ_NOIDLE");
+        }
     }
 
     #[test]

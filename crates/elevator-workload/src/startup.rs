@@ -486,6 +486,9 @@ impl StartupReplay {
             prio: self.prio,
             group: self.group,
             meta: r.action == Action::ReadMeta,
+            // A traced `WS` is taken as fsync's `WRITE_SYNC` (an
+            // application start-up does not write with O_DIRECT).
+            noidle: r.action == Action::WriteSync,
         })
     }
 

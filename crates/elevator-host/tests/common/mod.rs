@@ -14,6 +14,9 @@ use std::sync::{Arc, Mutex};
 pub struct Seen {
     pub id: RequestId,
     pub op: Op,
+    pub sync: bool,
+    /// `REQ_NOIDLE`.
+    pub noidle: bool,
     pub sector: u64,
     pub sectors: u32,
     pub task: u32,
@@ -39,6 +42,8 @@ impl Device for Recorder {
         self.log.lock().unwrap().push(Seen {
             id: r.id,
             op: r.op,
+            sync: r.sync,
+            noidle: r.noidle,
             sector: r.sector,
             sectors: r.sectors,
             task: r.task.0,

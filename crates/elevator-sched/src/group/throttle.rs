@@ -350,6 +350,10 @@ impl Scheduler for Throttle {
         self.inner.set_groups(groups);
     }
 
+    fn may_queue(&mut self, request: &Request, now: Instant) -> crate::MayQueue {
+        self.inner.may_queue(request, now)
+    }
+
     fn check_invariants(&self) -> Result<(), String> {
         self.inner.check_invariants()
     }

@@ -387,6 +387,8 @@ impl<'w> Client<'w> {
         }
         // Some reads are filesystem metadata (CFQ serves them first).
         let meta = op == Op::Read && self.prng.below(8) == 0;
+        // Sync writes are fsync's (REQ_NOIDLE) or O_DIRECT's (not), half each.
+        let noidle = op == Op::Write && sync && self.prng.below(2) == 0;
         Request {
             id,
             op,
@@ -399,6 +401,7 @@ impl<'w> Client<'w> {
             arrival: now,
             merged: Vec::new(),
             meta,
+            noidle,
         }
     }
 }

@@ -79,9 +79,10 @@
 //! # Modelling notes
 //! - Time is in nanoseconds, where the kernel counted jiffies; "one jiffy"
 //!   (slice nearly over, slice started this tick) is 1 ms (HZ = 1000).
-//! - A sync write is taken as `WRITE_SYNC` (fsync, O_SYNC), which carried
-//!   REQ_NOIDLE in 3.x: a queue whose next request is a sync write does not
-//!   idle. There is no REQ_PRIO (metadata) flag here.
+//! - A queue whose next request carries `REQ_NOIDLE` ([`Request::noidle`]:
+//!   fsync and journal writes, `WRITE_SYNC`) does not idle
+//!   (`cfq_update_idle_window`); O_DIRECT writes carry no NOIDLE, so a
+//!   direct writer idles as a reader does.
 //! - Close cooperators (another sync queue with its next request within
 //!   4 MiB of the head) are served next instead of idling, as in the
 //!   kernel, but the queues are not merged (`cfq_setup_merge` is left out).
@@ -1154,7 +1155,7 @@ impl Cfq {
         let noidle = q
             .next_rq
             .and_then(|n| q.sorted.get(n))
-            .is_some_and(|n| n.op != Op::Read);
+            .is_some_and(|n| n.noidle);
         let mut enable = q.idle_window;
         if noidle || ttime.is_none() || slice_idle == Duration::ZERO || (!q.deep && q.seeky()) {
             enable = false;

@@ -4,6 +4,7 @@ pub mod anticipatory;
 pub mod bfq;
 pub mod cfq;
 pub mod cfq2003;
+pub mod cfq_2632;
 pub mod deadline;
 pub mod deadline_mc;
 pub mod kyber;

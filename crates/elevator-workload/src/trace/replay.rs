@@ -323,6 +323,9 @@ impl<R: BufRead> TraceReplay<R> {
                 prio: IoPrio::default(),
                 group: GroupId::ROOT,
                 meta: r.meta,
+                // A traced sync write is taken as fsync's WRITE_SYNC
+                // (REQ_NOIDLE); traces do not say whether it was O_DIRECT.
+                noidle: r.op == elevator_core::Op::Write && r.sync,
             });
             self.pieces.insert(id, index);
             sector += n;
