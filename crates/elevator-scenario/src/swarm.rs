@@ -88,7 +88,7 @@ pub fn generate(seed: u64) -> Generated {
         }
     }
     if !tunables.is_empty() {
-        let _ = writeln!(t, "\n[sched.{}]", ty.name);
+        let _ = writeln!(t, "\n[sched.\"{}\"]", ty.name);
         for (name, value) in &tunables {
             let _ = writeln!(t, "{name} = {value}");
         }
