@@ -10,23 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// Set to 1 to skip tests whose input lives in `../shared`.
-const SKIP_SHARED: &str = "ELEVATOR_SKIP_SHARED";
-
 fn repros() -> Option<PathBuf> {
     let dir =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/mutation-fuzz/repros");
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var(SKIP_SHARED).is_ok_and(|v| v == "1") {
-        println!("note: {} missing; skipped ({SKIP_SHARED}=1)", dir.display());
-        return None;
-    }
-    panic!(
-        "{} is missing: clone the shared folder beside the repository, or set {SKIP_SHARED}=1",
-        dir.display()
-    );
+    elevator_core::shared::shared_present(&dir).then_some(dir)
 }
 
 /// Run the binary with a wall-time cap; (status, stdout, stderr).

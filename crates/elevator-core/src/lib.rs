@@ -12,6 +12,7 @@ mod limits;
 mod port;
 mod prng;
 mod request;
+pub mod shared;
 mod time;
 
 pub use error::IoError;

@@ -123,6 +123,9 @@ pub struct Faulty {
     /// until their release time: (release, sequence, id, status).
     held: Vec<(Instant, u64, RequestId, Option<IoError>)>,
     seq: u64,
+    /// Timed-out requests the inner device still holds (they are in `held`
+    /// too; `in_flight` counts them once).
+    timed_out_inside: usize,
     next_eio: usize,
     next_stall: usize,
     pub stats: FaultStats,
@@ -142,6 +145,7 @@ impl Faulty {
             fates: rustc_hash::FxHashMap::default(),
             held: Vec::new(),
             seq: 0,
+            timed_out_inside: 0,
             next_eio: 0,
             next_stall: 0,
             stats: FaultStats::default(),
@@ -173,6 +177,7 @@ impl Faulty {
             if fate == Fate::Timeout {
                 // Already held since submission; the inner completion of a
                 // timed-out command is lost.
+                self.timed_out_inside -= 1;
                 continue;
             }
             if fate == Fate::Ok
@@ -230,6 +235,7 @@ impl Device for Faulty {
         self.inner.submit(request, now);
         if fate == Fate::Timeout {
             self.stats.timeouts += 1;
+            self.timed_out_inside += 1;
             self.hold(now + self.spec.timeout, request.id, Some(IoError::Timeout));
         }
         self.fates.insert(request.id, fate);
@@ -265,8 +271,7 @@ impl Device for Faulty {
     fn in_flight(&self) -> usize {
         // Timed-out requests are counted by the inner device until it
         // finishes them, and in `held` from submission; count them once.
-        let timed_out_inside = self.fates.values().filter(|&&f| f == Fate::Timeout).count();
-        self.inner.in_flight() + self.held.len() - timed_out_inside
+        self.inner.in_flight() + self.held.len() - self.timed_out_inside
     }
 
     fn stats(&self) -> DeviceStats {

@@ -6,6 +6,7 @@
 //! requests in flight and issues the next one the instant one completes.
 //! Run with `--nocapture` to see the measured figures.
 
+use elevator_core::shared::shared_present;
 use elevator_core::{Instant, Op, Prng, Request, RequestId, Sector};
 use elevator_device::{open, parse, Device, ProfileError};
 use std::collections::HashMap;
@@ -751,30 +752,6 @@ fn bad_profile_text_names_the_line_and_the_key() {
 }
 
 // ----------------------------------------------------- ibm18es replay --
-
-/// Set to 1 to skip the tests whose input lives in `../shared`; without
-/// it a missing folder fails them, so a clone without it cannot pass
-/// silently.
-const SKIP_SHARED: &str = "ELEVATOR_SKIP_SHARED";
-
-/// Whether `path` (under `../shared`) is there: panics when it is not,
-/// unless [`SKIP_SHARED`] is 1, when it prints a note and says no.
-fn shared_present(path: &std::path::Path) -> bool {
-    if path.exists() {
-        return true;
-    }
-    if std::env::var(SKIP_SHARED).is_ok_and(|v| v == "1") {
-        println!(
-            "note: {} missing; skipped ({SKIP_SHARED}=1)",
-            path.display()
-        );
-        return false;
-    }
-    panic!(
-        "{} is missing: put the shared folder beside the repository, or set {SKIP_SHARED}=1",
-        path.display()
-    );
-}
 
 /// Replay DiskSim's validation trace for the IBM Ultrastar 18ES against
 /// the `ibm18es` profile. Each line is `R|W Hit|Miss blkno sectors

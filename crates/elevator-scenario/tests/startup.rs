@@ -8,6 +8,7 @@
 //! repository; without them the start-up test fails, unless
 //! `ELEVATOR_SKIP_SHARED=1` says to skip it.
 
+use elevator_core::shared::shared_present;
 use elevator_scenario::letter::{
     run_letter, Background, LetterOptions, APPS, LETTER_DEVICE, TIMEOUT_S,
 };
@@ -23,30 +24,6 @@ fn traces_present() -> bool {
     let dir = trace_dir();
     APPS.iter()
         .all(|&(_, trace, _)| shared_present(&dir.join(format!("{trace}.trace"))))
-}
-
-/// Set to 1 to skip the tests whose input lives in `../shared`; without
-/// it a missing folder fails them, so a clone without it cannot pass
-/// silently.
-const SKIP_SHARED: &str = "ELEVATOR_SKIP_SHARED";
-
-/// Whether `path` (under `../shared`) is there: panics when it is not,
-/// unless [`SKIP_SHARED`] is 1, when it prints a note and says no.
-fn shared_present(path: &std::path::Path) -> bool {
-    if path.exists() {
-        return true;
-    }
-    if std::env::var(SKIP_SHARED).is_ok_and(|v| v == "1") {
-        println!(
-            "note: {} missing; skipped ({SKIP_SHARED}=1)",
-            path.display()
-        );
-        return false;
-    }
-    panic!(
-        "{} is missing: put the shared folder beside the repository, or set {SKIP_SHARED}=1",
-        path.display()
-    );
 }
 
 /// `None` (over the timeout) counts as the timeout itself.

@@ -3,6 +3,7 @@
 //! timing rules of S's replayer (think times honoured, readahead
 //! asynchronous, synchronous reads waiting for their process's readahead).
 
+use elevator_core::shared::shared_present;
 use elevator_core::Duration;
 use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::{Part, StartupReplay, StartupTrace};
@@ -11,30 +12,6 @@ use std::path::PathBuf;
 fn trace_dir() -> PathBuf {
     // crates/elevator-workload → the repository root → its sibling `shared`.
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/startup")
-}
-
-/// Set to 1 to skip the tests whose input lives in `../shared`; without
-/// it a missing folder fails them, so a clone without it cannot pass
-/// silently.
-const SKIP_SHARED: &str = "ELEVATOR_SKIP_SHARED";
-
-/// Whether `path` (under `../shared`) is there: panics when it is not,
-/// unless [`SKIP_SHARED`] is 1, when it prints a note and says no.
-fn shared_present(path: &std::path::Path) -> bool {
-    if path.exists() {
-        return true;
-    }
-    if std::env::var(SKIP_SHARED).is_ok_and(|v| v == "1") {
-        println!(
-            "note: {} missing; skipped ({SKIP_SHARED}=1)",
-            path.display()
-        );
-        return false;
-    }
-    panic!(
-        "{} is missing: put the shared folder beside the repository, or set {SKIP_SHARED}=1",
-        path.display()
-    );
 }
 
 /// Replay `trace` alone under noop on `device`; the job's statistics.
