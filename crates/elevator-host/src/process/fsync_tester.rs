@@ -124,3 +124,76 @@ impl Program for RandomWriter {
         }
     }
 }
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// fsync-tester.c (Ts'o, 2009; ../shared/reference/linux-2.6.3x-era.md
+/// §8.2): a 1 MiB `pwrite` then `fsync`, sleeping 4 s between rounds, until
+/// 60 s have passed.
+const SIZE: u64 = 1 << 20;
+const INTERVAL: Duration = Duration::from_secs(4);
+const DURATION: Duration = Duration::from_secs(60);
+
+/// `kind = "fsync-tester"`: `files` (its file), `size` (bytes per write),
+/// `interval`, `duration` and `random_writer` (a file for Mason's random
+/// writer child, reported in row `NAME.rnd`).
+pub const TYPE: ProgramType = ProgramType {
+    name: "fsync-tester",
+    keys: &[
+        Key {
+            name: "files",
+            ty: KeyType::Files {
+                kinds: &[SetKind::File, SetKind::Empty],
+                share: Share::PerInstance,
+            },
+            default: registry::Default::Required,
+        },
+        Key {
+            name: "size",
+            ty: KeyType::Size {
+                min: 1,
+                max: u64::MAX,
+            },
+            default: registry::Default::Size(SIZE),
+        },
+        Key {
+            name: "interval",
+            ty: KeyType::Time,
+            default: registry::Default::Time(INTERVAL),
+        },
+        Key {
+            name: "duration",
+            ty: KeyType::Time,
+            default: registry::Default::Time(DURATION),
+        },
+        Key {
+            name: "random_writer",
+            ty: KeyType::Files {
+                kinds: &[SetKind::File],
+                share: Share::PerInstance,
+            },
+            default: registry::Default::Absent,
+        },
+    ],
+    period: Some("interval"),
+    tasks: |args| 1 + u64::from(args.files_opt("random_writer").is_some()),
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let file = at.top(args.files("files"));
+    let program = FsyncTester::new(
+        file,
+        args.size("size"),
+        args.time("interval"),
+        args.time("duration"),
+    );
+    at.spawn(Box::new(program));
+    if let Some(rw) = args.files_opt("random_writer") {
+        let target = at.top(rw);
+        let name = format!("{}.rnd", at.row_name);
+        let row = at.host.add_row(&name, false);
+        let rng = at.rng(&name);
+        at.spawn_in(row, Box::new(RandomWriter::new(target, rng)));
+    }
+}

@@ -198,3 +198,71 @@ impl Program for TiotestThread {
         }
     }
 }
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// tiotest's defaults (tiotest.c of tiobench 0.3.3: `DEFAULT_THREADS 4`,
+/// `DEFAULT_FILESIZE 10` MB, `DEFAULT_RANDOM_OPS 1000`).
+const THREADS: i64 = 4;
+const SIZE: u64 = 10 << 20;
+const RANDOM_OPS: i64 = 1000;
+
+/// `kind = "tiotest"`: `dir` (where the threads' files go, default the
+/// root), `threads`, `size` (per thread), `bs` and `random_ops` (per thread
+/// and random phase).
+pub const TYPE: ProgramType = ProgramType {
+    name: "tiotest",
+    keys: &[
+        Key {
+            name: "dir",
+            ty: KeyType::Files {
+                kinds: &[SetKind::Dir],
+                share: Share::Any,
+            },
+            default: registry::Default::Absent,
+        },
+        Key {
+            name: "threads",
+            ty: KeyType::Int { min: 1, max: 1024 },
+            default: registry::Default::Int(THREADS),
+        },
+        Key {
+            name: "size",
+            ty: KeyType::Size {
+                min: 1,
+                max: u64::MAX,
+            },
+            default: registry::Default::Size(SIZE),
+        },
+        registry::BS,
+        Key {
+            name: "random_ops",
+            ty: KeyType::Int {
+                min: 0,
+                max: 100_000_000,
+            },
+            default: registry::Default::Int(RANDOM_OPS),
+        },
+    ],
+    period: None,
+    tasks: |args| args.int("threads") as u64,
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let dir = at.dir_or_root(args.files_opt("dir"));
+    let threads = args.int("threads") as u32;
+    let barrier = at.host.new_barrier(threads as usize);
+    for t in 0..threads {
+        let rng = at.rng(&format!("{}.thread{t}", at.row_name));
+        let program = TiotestThread::new(
+            dir,
+            args.size("size"),
+            args.size("bs"),
+            args.int("random_ops") as u64,
+            barrier,
+            rng,
+        );
+        at.spawn(Box::new(program));
+    }
+}
