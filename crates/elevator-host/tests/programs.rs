@@ -83,8 +83,10 @@ fn every_registered_program_kind_builds_from_its_keys() {
             group: GroupId::ROOT,
         };
         let dev = elevator_device::open("ide-2003").unwrap();
-        let mut params = elevator_host::HostParams::default();
-        params.max_sectors = dev.limits().max_sectors;
+        let params = elevator_host::HostParams {
+            max_sectors: dev.limits().max_sectors,
+            ..Default::default()
+        };
         let host = setup::build(
             params,
             dev.limits().capacity,
