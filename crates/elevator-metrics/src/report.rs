@@ -463,9 +463,10 @@ fn calls_and_output(out: &mut String, run: &RunReport) {
                 j.name.clone(),
                 call.clone(),
                 c.count.to_string(),
-                format!("{:.1}", c.median_ms),
-                format!("{:.1}", c.p90_ms),
-                format!("{:.1}", c.max_ms),
+                // Buffered calls take microseconds, fsyncs seconds.
+                format!("{:.3}", c.median_ms),
+                format!("{:.3}", c.p90_ms),
+                format!("{:.3}", c.max_ms),
             ]);
         }
     }
