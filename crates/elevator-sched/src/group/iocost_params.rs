@@ -232,6 +232,13 @@ impl Default for QosSpec {
     }
 }
 
+/// A run's iocost settings: its `io.cost.model` and `io.cost.qos`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IocostSpec {
+    pub model: ModelSpec,
+    pub qos: QosSpec,
+}
+
 const MODEL_KEYS: [&str; 6] = [
     "rbps",
     "rseqiops",
