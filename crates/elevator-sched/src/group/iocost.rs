@@ -507,12 +507,13 @@ impl IoCost {
             {
                 nr_lagging += 1;
             }
+            // last_vtime may run ahead of vnow after a waiting period was
+            // followed by one that threw budget away; the kernel's wrapping
+            // u64 would read that as a huge usage, we read it as none.
             let mut vusage = if waiting {
-                vnow - grp.last_vtime
-            } else if grp.last_vtime < vtime {
-                vtime - grp.last_vtime
+                vnow.saturating_sub(grp.last_vtime)
             } else {
-                0
+                vtime.saturating_sub(grp.last_vtime)
             };
             grp.last_vtime += vusage;
             vusage = vusage.max(vtime - vdone);
@@ -698,7 +699,7 @@ impl Scheduler for IoCost {
         self.groups[g].cursor = Some(request.sector + u64::from(request.sectors));
         let vnow = self.vnow(now);
         let (mut hwa, mut hwi) = self.current_hweight(g);
-        if hwi < hwa && self.groups[g].vtime + self.inuse_margin_vtime >= vnow {
+        if hwi < hwa && self.groups[g].vtime.saturating_add(self.inuse_margin_vtime) >= vnow {
             // A donor running out of margin takes its weight back.
             let w = self.groups[g].weight;
             self.propagate_weights(g, w, w);
@@ -707,7 +708,7 @@ impl Scheduler for IoCost {
         debug_assert!(hwi <= HWEIGHT_WHOLE && hwa <= HWEIGHT_WHOLE);
         let cost = Self::cost_of(abs_cost, hwi);
         let grp = &mut self.groups[g];
-        if grp.waitq.is_empty() && grp.vtime + cost <= vnow {
+        if grp.waitq.is_empty() && grp.vtime.saturating_add(cost) <= vnow {
             grp.vtime += cost;
             self.release(request, Some(g), cost, now);
         } else {
