@@ -6,8 +6,8 @@ use crate::units::{parse_duration, parse_size};
 use elevator_core::{
     Duration, GroupId, GroupTree, Instant, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
 };
-use elevator_sched::group::iocost_params::{IocostSpec, ParamError};
 use elevator_device::FaultSpec;
+use elevator_sched::group::iocost_params::{IocostSpec, ParamError};
 use elevator_sim::EngineConfig;
 use elevator_workload::Pattern;
 use serde::Deserialize;

@@ -26,7 +26,9 @@ fn tree() -> GroupTree {
 
 #[test]
 fn iocost_conforms_around_every_policy_within_its_starvation_bound() {
-    let qos: QosSpec = "enable=1 rpct=90 rlat=2000 wpct=90 wlat=5000".parse().unwrap();
+    let qos: QosSpec = "enable=1 rpct=90 rlat=2000 wpct=90 wlat=5000"
+        .parse()
+        .unwrap();
     for (label, qos) in [("auto", None), ("rpct=90 rlat=2ms", Some(&qos))] {
         for ty in registry() {
             let mut runner = strategy::runner(CASES);
@@ -175,16 +177,17 @@ fn qos_lowers_vrate_to_the_device_rate_and_cuts_read_latency() {
     assert!((free.vrate_pct - 100.0).abs() < 1.0, "{}", free.vrate_pct);
     assert!(free.over_pct > 99.0, "{}", free.over_pct);
     // vrate settles near the device's real rate, half the model's.
-    assert!(
-        (35.0..65.0).contains(&held.vrate_pct),
-        "{}",
-        held.vrate_pct
-    );
+    assert!((35.0..65.0).contains(&held.vrate_pct), "{}", held.vrate_pct);
     // The device's queue, and so read latency, is cut. The kernel's
     // controller (no change for busy_level 1-3, then 1 % steps) circles the
     // target on a device whose queue only grows while admission exceeds
     // service, so the p95 stays above rlat; most reads meet it.
-    assert!(held.p95.mul(10) < free.p95.mul(8), "{} vs {}", held.p95, free.p95);
+    assert!(
+        held.p95.mul(10) < free.p95.mul(8),
+        "{} vs {}",
+        held.p95,
+        free.p95
+    );
     assert!(held.over_pct < 60.0, "{}", held.over_pct);
     // The device still does almost all of its work.
     assert!(held.completed * 10 > free.completed * 9);

@@ -621,7 +621,8 @@ impl IoCost {
                 vrate = vrate.clamp(vrate_min, self.vrate_max);
             }
             self.vrate = vrate.max(1);
-            self.inuse_margin_vtime = (self.period_us * self.vrate * INUSE_MARGIN_PCT).div_ceil(100);
+            self.inuse_margin_vtime =
+                (self.period_us * self.vrate * INUSE_MARGIN_PCT).div_ceil(100);
         }
 
         self.cur_period += 1;
@@ -848,11 +849,17 @@ impl Scheduler for IoCost {
         self.inner.check_invariants()?;
         let held: usize = self.groups.iter().map(|g| g.waitq.len()).sum();
         if held != self.held {
-            return Err(format!("iocost: {held} requests held, count says {}", self.held));
+            return Err(format!(
+                "iocost: {held} requests held, count says {}",
+                self.held
+            ));
         }
         for (i, g) in self.groups.iter().enumerate() {
             if g.inuse > g.active {
-                return Err(format!("iocost: group {i} inuse {} > active {}", g.inuse, g.active));
+                return Err(format!(
+                    "iocost: group {i} inuse {} > active {}",
+                    g.inuse, g.active
+                ));
             }
             if g.done_vtime > g.vtime {
                 return Err(format!("iocost: group {i} done vtime passed its vtime"));
@@ -928,7 +935,10 @@ mod tests {
         }
         let (ha, _) = c.hweight(a);
         let (hb, _) = c.hweight(b);
-        assert!((ha - 0.25).abs() < 0.01 && (hb - 0.75).abs() < 0.01, "{ha} {hb}");
+        assert!(
+            (ha - 0.25).abs() < 0.01 && (hb - 0.75).abs() < 0.01,
+            "{ha} {hb}"
+        );
         // Each random read costs 1 ms of device time; over 200 ms at 100 %
         // the groups get about 50 and 150 ms / cost-per-hweight.
         let mut done = [0u32; 2];

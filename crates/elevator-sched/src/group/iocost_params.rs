@@ -470,7 +470,10 @@ mod tests {
     fn lcoefs_follow_calc_lcoefs() {
         let c = AUTOP_SSD_DFL.model.lcoefs();
         // 488636629 B/s = 119296 pages/s (rounded up): 2^37 / 119296.
-        assert_eq!(c.rpage, VTIME_PER_SEC.div_ceil(488_636_629u64.div_ceil(4096)));
+        assert_eq!(
+            c.rpage,
+            VTIME_PER_SEC.div_ceil(488_636_629u64.div_ceil(4096))
+        );
         assert_eq!(c.rrandio, VTIME_PER_SEC.div_ceil(8518) - c.rpage);
         // A zero IOPS figure leaves the base cost 0.
         let m = LinearModel {
