@@ -452,13 +452,14 @@ impl IoCost {
     /// `ioc_timer_fn` at time `t`.
     fn timer_fn(&mut self, t: Instant) {
         // ioc_lat_stat
-        let mut missed_ppm = [0u64; 2];
-        for rw in 0..2 {
+        let missed_ppm: [u64; 2] = std::array::from_fn(|rw| {
             let n = self.nr_met[rw] + self.nr_missed[rw];
-            if n != 0 {
-                missed_ppm[rw] = (self.nr_missed[rw] * MILLION).div_ceil(n);
+            if n == 0 {
+                0
+            } else {
+                (self.nr_missed[rw] * MILLION).div_ceil(n)
             }
-        }
+        });
         let rq_wait_pct = self.rq_wait_ns * 100 / (self.period_us * 1_000);
         self.nr_met = [0; 2];
         self.nr_missed = [0; 2];
