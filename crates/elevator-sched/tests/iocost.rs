@@ -192,3 +192,92 @@ fn qos_lowers_vrate_to_the_device_rate_and_cuts_read_latency() {
     // The device still does almost all of its work.
     assert!(held.completed * 10 > free.completed * 9);
 }
+
+/// Group `light` issues one random read every `light_every`, group `heavy`
+/// keeps 32 outstanding, on a device that serves each in 10 µs; vrate is
+/// pinned at 100 % of a model of 1000 random reads a second. Returns both
+/// groups' completed reads per second over `secs` seconds.
+fn light_and_heavy(light_every: Duration, secs: u64) -> (f64, f64) {
+    let mut tree = GroupTree::default();
+    let light = tree.add("light", GroupId::ROOT, 100, IoMax::default());
+    let heavy = tree.add("heavy", GroupId::ROOT, 100, IoMax::default());
+    let limits = QueueLimits {
+        rotational: false,
+        queue_depth: 1024,
+        ..QueueLimits::default()
+    };
+    let model: ModelSpec = "ctrl=user rbps=40000000000 rseqiops=1000 rrandiops=1000"
+        .parse()
+        .unwrap();
+    let qos: QosSpec = "enable=1 min=100 max=100".parse().unwrap();
+    let noop = elevator_sched::find("noop").unwrap().build_default(&limits);
+    let mut c = IoCost::new(noop, &tree, &limits, Some(&model), Some(&qos));
+    let mut prng = Prng::new(11);
+    let mut next_id = 0u64;
+    let mut issue = |c: &mut IoCost, g: GroupId, now: Instant| {
+        let mut r = Request::read(next_id, g.0, prng.below(1 << 30) * 8, 8);
+        r.group = g;
+        r.arrival = now;
+        next_id += 1;
+        c.insert(r, now);
+    };
+    let end = Instant::ZERO + Duration::from_secs(secs);
+    let mut now = Instant::ZERO;
+    for _ in 0..32 {
+        issue(&mut c, heavy, now);
+    }
+    let mut next_light = now;
+    let mut device: VecDeque<(Instant, Request)> = VecDeque::new();
+    let mut done = [0u64; 2];
+    while now < end {
+        while device.front().is_some_and(|(t, _)| *t <= now) {
+            let (t, r) = device.pop_front().unwrap();
+            c.complete(&r, t);
+            if r.group == heavy {
+                done[1] += 1;
+                issue(&mut c, heavy, t);
+            } else {
+                done[0] += 1;
+            }
+        }
+        if next_light <= now {
+            issue(&mut c, light, now);
+            next_light = now + light_every;
+        }
+        let mut wake = end.min(next_light);
+        loop {
+            match c.dispatch(now) {
+                Dispatch::Request(r) => device.push_back((now + Duration::from_micros(10), r)),
+                Dispatch::Wait { until } => {
+                    wake = wake.min(until);
+                    break;
+                }
+                Dispatch::Empty => break,
+            }
+        }
+        c.check_invariants().unwrap();
+        let next = device.front().map_or(wake, |(t, _)| (*t).min(wake));
+        assert!(next > now, "time must advance");
+        now = next;
+    }
+    let s = secs as f64;
+    (done[0] as f64 / s, done[1] as f64 / s)
+}
+
+#[test]
+fn a_light_group_donates_its_unused_share_to_a_busy_one() {
+    // Equal weights: each group's share is 500 reads a second. The light
+    // group uses 100 of its 500; the heavy one gets most of the rest
+    // (light's hweight_inuse falls to about usage × 1.25 + 2 %) instead of
+    // being held at 500.
+    let (light, heavy) = light_and_heavy(Duration::from_millis(10), 10);
+    println!("light {light:.0} reads/s, heavy {heavy:.0} reads/s");
+    assert!((95.0..=105.0).contains(&light), "light got {light}");
+    assert!(heavy > 750.0, "heavy got {heavy}: no donation");
+    // Never more than the device's vtime allows in all.
+    assert!(light + heavy <= 1000.0 * 1.06, "{light} + {heavy}");
+    // When both want everything, each gets its share.
+    let (light, heavy) = light_and_heavy(Duration::from_micros(100), 10);
+    println!("both busy: light {light:.0} reads/s, heavy {heavy:.0} reads/s");
+    assert!((heavy / light - 1.0).abs() < 0.1, "{light} vs {heavy}");
+}
