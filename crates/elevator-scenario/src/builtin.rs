@@ -42,6 +42,7 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "modern-random-read-vs-buffered-write",
     "kyber-read-latency-vs-write-flood",
     "mclock-reservation-and-limit",
+    "iocost-weights-100-vs-300",
 ];
 
 /// Names and descriptions of the built-in scenarios.

@@ -7,6 +7,7 @@ use elevator_core::{
     Duration, GroupId, GroupTree, Instant, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
 };
 use elevator_device::FaultSpec;
+use elevator_sched::group::iocost_params::{IocostSpec, ParamError};
 use elevator_sim::EngineConfig;
 use elevator_workload::Pattern;
 use serde::Deserialize;
@@ -56,6 +57,7 @@ struct RawScenario {
     #[serde(default)]
     block: RawBlock,
     faults: Option<S<RawFaults>>,
+    iocost: Option<S<RawIocost>>,
     #[serde(default)]
     presets: BTreeMap<String, S<String>>,
     #[serde(default)]
@@ -101,6 +103,15 @@ struct RawResult {
     job: Option<S<String>>,
     group: Option<S<String>>,
     reduce: Option<S<String>>,
+}
+
+/// `[iocost]`: the io.cost controller in front of every policy, with the
+/// kernel's `io.cost.model` and `io.cost.qos` lines (without `MAJ:MIN`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIocost {
+    model: Option<S<String>>,
+    qos: Option<S<String>>,
 }
 
 /// `[faults]`: errors, timeouts and stalls injected by the device.
@@ -215,6 +226,9 @@ pub struct Scenario {
     pub block_by_policy: BTreeMap<String, EngineConfig>,
     /// The control groups (just the root unless the file declares some).
     pub groups: GroupTree,
+    /// `[iocost]`: io.cost in front of the policy, group weights as
+    /// `io.weight`; `None` without the section.
+    pub iocost: Option<IocostSpec>,
     pub sweep: Option<Sweep>,
     pub jobs: Vec<JobTemplate>,
     /// The host, its file sets and its processes, if the scenario has any.
@@ -323,6 +337,7 @@ impl Scenario {
 
         let block = block_config(&cx, &raw.block, None)?;
         let faults = faults(&cx, &raw.faults)?;
+        let iocost = iocost(&cx, &raw.iocost)?;
 
         let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
@@ -430,6 +445,7 @@ impl Scenario {
             faults,
             block_by_policy,
             groups,
+            iocost,
             sweep,
             jobs,
             host,
@@ -597,6 +613,26 @@ fn limit_sectors(cx: &Ctx<'_>, v: &S<String>, key: &str) -> Result<Option<u64>, 
         return Err(cx.at(v, key, "at least one sector (512 bytes), or max"));
     }
     Ok(Some(bytes / SECTOR_SIZE))
+}
+
+/// `[iocost]`: each line parsed as the kernel parses its file.
+fn iocost(cx: &Ctx<'_>, raw: &Option<S<RawIocost>>) -> Result<Option<IocostSpec>, ScenarioError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let r = raw.get_ref();
+    let mut spec = IocostSpec::default();
+    if let Some(m) = &r.model {
+        spec.model = m
+            .get_ref()
+            .parse()
+            .map_err(|e: ParamError| cx.at(m, "iocost.model", e.to_string()))?;
+    }
+    if let Some(q) = &r.qos {
+        spec.qos = q
+            .get_ref()
+            .parse()
+            .map_err(|e: ParamError| cx.at(q, "iocost.qos", e.to_string()))?;
+    }
+    Ok(Some(spec))
 }
 
 /// `[faults]`: each rate a probability per request (0 to 0.5), times as

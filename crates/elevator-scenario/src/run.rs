@@ -5,6 +5,7 @@ use elevator_core::{GroupId, Instant, QueueLimits, SECTOR_SIZE};
 use elevator_metrics::{
     DeviceReport, GroupReport, JobStats, LatencyStats, Report, ResultValue, RunReport,
 };
+use elevator_sched::group::iocost::IoCost;
 use elevator_sched::group::latency::LatencyLimiter;
 use elevator_sched::group::throttle::Throttle;
 use elevator_sim::{Engine, EngineConfig};
@@ -180,11 +181,21 @@ fn run_policy_traced(
     let tunables = sched_type
         .tunables(values)
         .map_err(|e| cli(e.to_string()))?;
-    // blk-throttle sits above io.latency, which sits above the elevator.
+    // blk-throttle sits above the rq-qos layers (io.latency, io.cost), which
+    // sit above the elevator.
     let mut sched = (sched_type.build)(&tunables, &limits);
     sched.set_groups(&scenario.groups);
     if scenario.groups.has_latency_targets() {
         sched = Box::new(LatencyLimiter::new(sched, scenario.groups.clone(), &limits));
+    }
+    if let Some(ic) = &scenario.iocost {
+        sched = Box::new(IoCost::new(
+            sched,
+            &scenario.groups,
+            &limits,
+            Some(&ic.model),
+            Some(&ic.qos),
+        ));
     }
     if scenario.groups.has_limits() {
         sched = Box::new(Throttle::new(sched, scenario.groups.clone()));
