@@ -944,6 +944,24 @@ fn show_block(out: &mut Vec<u8>) -> Result<()> {
             "0/1".into(),
             "a completion starts the next request before it wakes the submitter (2.4 IDE)".into(),
         ],
+        [
+            "sync_lists".into(),
+            u8::from(d.sync_lists).to_string(),
+            "0/1".into(),
+            "2.6.30+ allocation: sync/async lists, ioc batching, may_queue (linux-2.6.32)".into(),
+        ],
+        [
+            "congestion".into(),
+            u8::from(d.congestion).to_string(),
+            "0/1".into(),
+            "the lists' congestion bits (113/103 of 128) stop writeback (linux-2.6.32)".into(),
+        ],
+        [
+            "plugging".into(),
+            u8::from(d.plugging.is_some()).to_string(),
+            "0/1".into(),
+            "plug an empty queue; unplug at 4 queued or after 3 ms (linux-2.6.32)".into(),
+        ],
     ]
     .into_iter()
     .map(|r| r.to_vec())

@@ -120,8 +120,8 @@ struct RawFaults {
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawBlock {
-    preset: Option<S<String>>,
+pub(crate) struct RawBlock {
+    pub(crate) preset: Option<S<String>>,
     nr_requests: Option<S<i64>>,
     batch_requests: Option<S<i64>>,
     steal: Option<bool>,
@@ -415,7 +415,7 @@ impl Scenario {
         };
         let startups = crate::startup::validate(&cx, &raw.startup)?;
         let mut host =
-            crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process, &groups)?;
+            crate::host::parse_host(&cx, &raw.host, &raw.block, &raw.files, &raw.process, &groups)?;
         // `[presets]`: a policy that runs on another kernel's host and block
         // layer (the 2003 tables' 2.4 column: linus24 on 2.4).
         let mut block_by_policy = BTreeMap::new();
@@ -440,15 +440,11 @@ impl Scenario {
             if let Some(h) = &mut host {
                 let default = crate::host::RawHost::default();
                 let raw_host = raw.host.as_ref().map_or(&default, |h| h.get_ref());
-                // linux-2.6.32 is a block-layer preset only: its host (ext3,
-                // 2.6.32 writeback) is not built yet, so it runs on 2.6's.
-                let host_preset = match preset.get_ref().as_str() {
-                    "linux-2.6.32" => "linux-2.6",
-                    other => other,
-                };
+                // linux-2.6.32's host is 2.6's with READ_META
+                // (`HostParams::linux_2_6_32`).
                 h.params_by_policy.insert(
                     t.name.to_string(),
-                    crate::host::host_params(&cx, raw_host, Some(host_preset))?,
+                    crate::host::host_params(&cx, raw_host, Some(preset.get_ref()))?,
                 );
             }
         }

@@ -356,11 +356,16 @@ pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<
         // 1: the linux-2.6.32 allocation (sync/async lists, batching,
         // may_queue); 0: the linux-2.6 one.
         "sync_lists" => config.sync_lists = n != 0,
+        // 1: the lists' congestion bits reach the host's writeback
+        // (linux-2.6.32); 0: the host judges congestion itself.
+        "congestion" => config.congestion = n != 0,
+        // 1: 2.6.32's plugging (unplug_thresh 4, unplug_delay 3 ms); 0: none.
+        "plugging" => config.plugging = (n != 0).then_some(elevator_sim::Plugging::LINUX_2632),
         "nr_requests" | "batch_requests" => return Err("must be at least 1".into()),
         other => {
             return Err(format!(
                 "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit, \
-                 max_sectors, restart_before_wakeup, sync_lists)"
+                 max_sectors, restart_before_wakeup, sync_lists, congestion, plugging)"
             ))
         }
     }
