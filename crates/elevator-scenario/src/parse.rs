@@ -48,6 +48,7 @@ struct RawScenario {
     seed: Option<u64>,
     time_limit: Option<S<String>>,
     per_job: Option<S<String>>,
+    per_group: Option<S<String>>,
     result: RawResult,
     #[serde(default)]
     published: BTreeMap<String, String>,
@@ -203,6 +204,11 @@ pub struct Scenario {
     /// the layout of Brunelle's 2009 priority tables) instead of times,
     /// rates and latencies (`"default"`).
     pub per_job_kib: bool,
+    /// The per-group table has one row per run and two columns (MB/s,
+    /// IOPS) per group (`per_group = "wide"`, the layout of the 2009 group
+    /// controller tables: both groups' figures per nr on one line) instead
+    /// of one row per group (`"default"`).
+    pub per_group_wide: bool,
     pub result: ResultSpec,
     pub published: BTreeMap<String, String>,
     /// Tunable overrides per policy, already checked against the registry.
@@ -379,6 +385,17 @@ impl Scenario {
                 ))
             }
         };
+        let per_group_wide = match raw.per_group.as_ref().map(|p| (p, p.get_ref().as_str())) {
+            None | Some((_, "default")) => false,
+            Some((_, "wide")) => true,
+            Some((p, other)) => {
+                return Err(cx.at(
+                    p,
+                    "per_group",
+                    format!("unknown per-group layout {other:?}: expected \"default\" or \"wide\""),
+                ))
+            }
+        };
 
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
@@ -502,6 +519,7 @@ impl Scenario {
             seed: raw.seed.unwrap_or(1),
             time_limit,
             per_job_kib,
+            per_group_wide,
             result,
             published: raw.published,
             tunables,

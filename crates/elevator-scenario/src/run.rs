@@ -95,6 +95,7 @@ pub fn run(
         seed,
         runs,
         per_job_kib: scenario.per_job_kib,
+        per_group_wide: scenario.per_group_wide,
     })
 }
 
