@@ -45,7 +45,7 @@ enum Command {
         seed: Option<u64>,
         /// Tunable override, POLICY.TUNABLE=VALUE (repeatable); `block.NAME=VALUE`
         /// sets the block layer (nr_requests, batch_requests, steal, inflight_limit and max_sectors in
-        /// bytes, restart_before_wakeup).
+        /// bytes, restart_before_wakeup; 0/1 for 2.6.32's sync_lists, congestion, plugging).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
         /// Write the decision trace to FILE: one blkparse-like line per insert, merge,

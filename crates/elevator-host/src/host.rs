@@ -36,8 +36,10 @@
 //! Simplifications, each small against a disk's milliseconds: a process's
 //! CPU time is charged in slices of up to [`CPU_QUANTUM`] after the calls
 //! that used it, so an I/O may be issued up to that much early; there is
-//! one flusher thread, not a pool; the queue's congestion is judged from
-//! the host's own write requests in flight; the block bitmap is not
+//! one flusher thread, not a pool; the queue's congestion is the engine's
+//! async-list bit where it models one (the 2.6.32 preset,
+//! [`Io::write_congested`]), else judged from the host's own write requests
+//! in flight; the block bitmap is not
 //! written back (inode tables, inode bitmaps, directory and indirect blocks
 //! are).
 //!

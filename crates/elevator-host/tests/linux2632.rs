@@ -78,10 +78,15 @@ fn read_meta_flags_inode_table_and_directory_reads_not_indirect_blocks() {
         .collect();
     // The root's inode-table block, the root's directory block and the
     // file's inode-table block, each a single block.
-    assert!(meta.contains(&root_dir), "directory read not META: {meta:?}");
+    assert!(
+        meta.contains(&root_dir),
+        "directory read not META: {meta:?}"
+    );
     let itable: Vec<&u64> = meta.iter().filter(|b| geo.is_inode_table(**b)).collect();
     assert!(!itable.is_empty(), "no inode-table read flagged: {meta:?}");
-    assert!(meta.iter().all(|b| *b == root_dir || geo.is_inode_table(*b)));
+    assert!(meta
+        .iter()
+        .all(|b| *b == root_dir || geo.is_inode_table(*b)));
     assert!(reads
         .iter()
         .filter(|s| s.meta)

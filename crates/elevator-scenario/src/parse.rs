@@ -431,8 +431,14 @@ impl Scenario {
             Some(sw) => Some(sweep(&cx, sw, &jobs)?),
         };
         let startups = crate::startup::validate(&cx, &raw.startup)?;
-        let mut host =
-            crate::host::parse_host(&cx, &raw.host, &raw.block, &raw.files, &raw.process, &groups)?;
+        let mut host = crate::host::parse_host(
+            &cx,
+            &raw.host,
+            &raw.block,
+            &raw.files,
+            &raw.process,
+            &groups,
+        )?;
         // `[presets]`: a policy that runs on another kernel's host and block
         // layer (the 2003 tables' 2.4 column: linus24 on 2.4).
         let mut block_by_policy = BTreeMap::new();

@@ -290,7 +290,7 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
     } else {
         format!("{}/{}", slots(reads), slots(writes))
     };
-    BTreeMap::from([
+    let mut settings = BTreeMap::from([
         ("nr_requests".to_string(), nr_requests),
         ("batch_requests".into(), config.batch_requests.to_string()),
         ("steal".into(), u8::from(config.steal).to_string()),
@@ -307,7 +307,19 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
             "time_limit".into(),
             format!("{}s", config.time_limit.as_secs_f64()),
         ),
-    ])
+    ]);
+    // The 2.6.32 mechanisms, named only where on (the older presets'
+    // settings lines stay as they were).
+    for (name, on) in [
+        ("sync_lists", config.sync_lists),
+        ("congestion", config.congestion),
+        ("plugging", config.plugging.is_some()),
+    ] {
+        if on {
+            settings.insert(name.to_string(), "1".to_string());
+        }
+    }
+    settings
 }
 
 /// What a failed check prints after the violation: the run, and the

@@ -48,7 +48,10 @@ fn each_limited_group_reads_at_its_binding_limit_whatever_its_task_count() {
         );
         for (n, groups) in &rows {
             for (g, bytes_s, iops) in groups {
-                println!("{name} nr={n} {g}: {:.2} MB/s {iops:.0} IOPS", bytes_s / 1e6);
+                println!(
+                    "{name} nr={n} {g}: {:.2} MB/s {iops:.0} IOPS",
+                    bytes_s / 1e6
+                );
                 // Never over either cap (a slice's rounding at most).
                 assert!(*bytes_s <= RBPS * 1.01, "{name} nr={n} {g}: {bytes_s}");
                 assert!(*iops <= RIOPS * 1.01, "{name} nr={n} {g}: {iops}");
