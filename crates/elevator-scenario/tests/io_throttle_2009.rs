@@ -16,8 +16,11 @@ fn report(name: &str) -> Report {
     run(&scenario, &RunOptions::default(), &mut |_| {}).expect("runs")
 }
 
-/// (group 1 tasks, [(group, bytes/s, IOPS)]) per sweep point.
-fn rows(r: &Report) -> Vec<(usize, Vec<(String, f64, f64)>)> {
+/// A group's name, bytes/s and IOPS.
+type Group = (String, f64, f64);
+
+/// (group 1 tasks, both groups) per sweep point.
+fn rows(r: &Report) -> Vec<(usize, Vec<Group>)> {
     r.runs
         .iter()
         .map(|run| {
@@ -83,7 +86,7 @@ fn without_limits_the_groups_run_over_the_caps_and_follow_the_task_count() {
         assert!(over, "{name}: no group ran over the caps");
         // Group 1's share of the I/Os grows with its task count (noop
         // serves the requests in arrival order, one per task in flight).
-        let share = |groups: &[(String, f64, f64)]| groups[0].2 / (groups[0].2 + groups[1].2);
+        let share = |groups: &[Group]| groups[0].2 / (groups[0].2 + groups[1].2);
         let first = share(&rows[0].1);
         let last = share(&rows[3].1);
         println!("{name}: group 1's share of I/Os {first:.2} at nr=1, {last:.2} at nr=8");
