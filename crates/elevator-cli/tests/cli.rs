@@ -36,6 +36,8 @@ fn list_names_policies_devices_and_scenarios() {
         "device    ide-2003",
         "device    ssd-sata-2016",
         "scenario  ten-streaming-readers",
+        "scenario  io-throttle-2009-seq-vs-seq ",
+        "scenario  io-throttle-2009-rand-vs-rand-unlimited ",
     ] {
         assert!(out.contains(want), "missing {want:?} in\n{out}");
     }
