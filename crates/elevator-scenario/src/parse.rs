@@ -49,6 +49,7 @@ struct RawScenario {
     seed: Option<u64>,
     time_limit: Option<S<String>>,
     per_job: Option<S<String>>,
+    per_group: Option<S<String>>,
     result: RawResult,
     #[serde(default)]
     published: BTreeMap<String, String>,
@@ -131,8 +132,8 @@ struct RawFaults {
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawBlock {
-    preset: Option<S<String>>,
+pub(crate) struct RawBlock {
+    pub(crate) preset: Option<S<String>>,
     nr_requests: Option<S<i64>>,
     batch_requests: Option<S<i64>>,
     steal: Option<bool>,
@@ -214,6 +215,11 @@ pub struct Scenario {
     /// the layout of Brunelle's 2009 priority tables) instead of times,
     /// rates and latencies (`"default"`).
     pub per_job_kib: bool,
+    /// The per-group table has one row per run and two columns (MB/s,
+    /// IOPS) per group (`per_group = "wide"`, the layout of the 2009 group
+    /// controller tables: both groups' figures per nr on one line) instead
+    /// of one row per group (`"default"`).
+    pub per_group_wide: bool,
     pub result: ResultSpec,
     pub published: BTreeMap<String, String>,
     /// Tunable overrides per policy, already checked against the registry.
@@ -313,6 +319,17 @@ impl Scenario {
                 ))
             }
         };
+        let per_group_wide = match raw.per_group.as_ref().map(|p| (p, p.get_ref().as_str())) {
+            None | Some((_, "default")) => false,
+            Some((_, "wide")) => true,
+            Some((p, other)) => {
+                return Err(cx.at(
+                    p,
+                    "per_group",
+                    format!("unknown per-group layout {other:?}: expected \"default\" or \"wide\""),
+                ))
+            }
+        };
 
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
@@ -349,8 +366,14 @@ impl Scenario {
             Some(sw) => Some(sweep(&cx, sw, &jobs)?),
         };
         let startups = crate::startup::validate(&cx, &raw.startup)?;
-        let mut host =
-            crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process, &groups)?;
+        let mut host = crate::host::parse_host(
+            &cx,
+            &raw.host,
+            &raw.block,
+            &raw.files,
+            &raw.process,
+            &groups,
+        )?;
         // `[presets]`: a policy that runs on another kernel's host and block
         // layer (the 2003 tables' 2.4 column: linus24 on 2.4).
         let mut block_by_policy = BTreeMap::new();
@@ -375,15 +398,11 @@ impl Scenario {
             if let Some(h) = &mut host {
                 let default = crate::host::RawHost::default();
                 let raw_host = raw.host.as_ref().map_or(&default, |h| h.get_ref());
-                // linux-2.6.32 is a block-layer preset only: its host (ext3,
-                // 2.6.32 writeback) is not built yet, so it runs on 2.6's.
-                let host_preset = match preset.get_ref().as_str() {
-                    "linux-2.6.32" => "linux-2.6",
-                    other => other,
-                };
+                // linux-2.6.32's host is 2.6's with READ_META
+                // (`HostParams::linux_2_6_32`).
                 h.params_by_policy.insert(
                     t.name.to_string(),
-                    crate::host::host_params(&cx, raw_host, Some(host_preset))?,
+                    crate::host::host_params(&cx, raw_host, Some(preset.get_ref()))?,
                 );
             }
         }
@@ -438,6 +457,7 @@ impl Scenario {
             seed: raw.seed.unwrap_or(1),
             time_limit,
             per_job_kib,
+            per_group_wide,
             result,
             published: raw.published,
             tunables,
