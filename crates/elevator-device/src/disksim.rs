@@ -457,10 +457,22 @@ pub fn import_disksim_with(
             model.used[i] = true;
         }
     }
-    let sectors: u64 = rows
+    // Cylinders × blocks per track × surfaces, summed over zones: numbers
+    // no drive has can overflow it, and then the file is wrong, not us.
+    let sectors = rows
         .iter()
-        .map(|r| u64::from(r[0]) * u64::from(r[1]) * surfaces as u64)
-        .sum();
+        .try_fold(0u64, |sum, r| {
+            u64::from(r[0])
+                .checked_mul(u64::from(r[1]))?
+                .checked_mul(surfaces as u64)?
+                .checked_add(sum)
+        })
+        .ok_or_else(|| ImportError {
+            file: model_name.clone(),
+            line: 0,
+            key: "Blocks per track".into(),
+            message: "the zones hold more than 2^64 sectors".into(),
+        })?;
     let _ = writeln!(
         t,
         "[layout]\n# {}'s {} zones (dm_layout_g1), outer first: [cylinders (last - first + 1), \
