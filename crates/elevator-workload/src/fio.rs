@@ -191,7 +191,9 @@ pub fn parse_file(path: &Path) -> Result<JobFile, FioError> {
 /// Most bytes read for one job file, its includes counted (1 MiB; fio's
 /// own examples are a few hundred bytes). A file that includes itself many
 /// times per line would otherwise expand to thousands of copies within the
-/// nesting limit, and `/dev/zero` as a job file would never end.
+/// nesting limit, and `/dev/zero` as a job file would never end. Each read
+/// is paid for by an `include` line already read, so a job file reads at
+/// most this many bytes and this / 9 files.
 pub const MAX_JOB_FILE_BYTES: usize = 1 << 20;
 
 /// As [`parse_file`], with variables from `env`.
@@ -818,6 +820,36 @@ mod tests {
         let (run, groups) = f.build(64 << 20, 1).unwrap();
         assert_eq!(run.clones.len(), 3);
         assert_eq!(groups.get(groups.find("a").unwrap()).weight, 300);
+    }
+
+    #[test]
+    fn includes_share_one_byte_budget_and_devices_are_refused() {
+        // Files x, xx, ... each include the next 16 times, seven levels
+        // deep (within the nesting limit): 16^7 reads without the budget.
+        let env = |_: &str| None;
+        let mut reads = 0usize;
+        let mut read = |path: &Path| {
+            reads += 1;
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            Ok(if name.len() < 8 {
+                format!(
+                    "[j{name}]\nrw=read\n{}",
+                    format!("include {name}x\n").repeat(16)
+                )
+            } else {
+                String::new()
+            })
+        };
+        let e = parse_with_reader(Path::new("x"), &env, &mut read).unwrap_err();
+        assert_eq!(e.option, "include", "{e}");
+        assert!(e.to_string().contains("exceed 1048576 bytes"), "{e}");
+        // Every read is paid for by an include line of a file already read.
+        assert!(
+            reads <= MAX_JOB_FILE_BYTES / "include x".len(),
+            "{reads} reads"
+        );
+        let e = parse_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 
     #[test]
