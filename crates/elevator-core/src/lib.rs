@@ -7,6 +7,7 @@
 
 mod error;
 mod group;
+mod input;
 mod ioprio;
 mod limits;
 mod port;
@@ -17,6 +18,7 @@ mod time;
 
 pub use error::IoError;
 pub use group::{Group, GroupTree, IoMax, IoMaxError, DEFAULT_WEIGHT, MAX_WEIGHT};
+pub use input::read_input;
 pub use ioprio::{IoClass, IoPrio, IoPrioError, IOPRIO_LEVELS};
 pub use limits::QueueLimits;
 pub use port::{BlockIo, Completion, Congestion, Io, Workload};
