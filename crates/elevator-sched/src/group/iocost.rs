@@ -54,8 +54,10 @@
 //! surplus; the effect (a light group's unused share goes to the busy
 //! ones) is the same.
 //!
-//! Invariants: every inserted request is held here or handed to the inner
-//! policy exactly once; a group's vtime never passes device vtime (a
+//! Invariants: every inserted request is held here (waiting for budget, or
+//! let through and ready for the next dispatch) or handed to the inner
+//! policy exactly once; only the request being inserted and, in
+//! `dispatch`, the ready ones are handed over; a group's vtime never passes device vtime (a
 //! request is charged only when its cost fits under it); `inuse <= active`
 //! and each parent's child sums equal its active children's weights.
 
@@ -164,6 +166,12 @@ pub struct IoCost {
     busy_level: i32,
     groups: Vec<Iocg>,
     held: usize,
+    /// Waiters let through outside `dispatch` (by the period timer caught
+    /// up in `insert`, or a completion), handed to the inner policy at the
+    /// next `dispatch`: a request handed over during another's insert
+    /// could merge there and free a slot the engine would charge to the
+    /// inserted request's direction.
+    ready: VecDeque<Request>,
     released: FxHashMap<RequestId, Released>,
     nr_met: [u64; 2],
     nr_missed: [u64; 2],
@@ -241,6 +249,7 @@ impl IoCost {
             busy_level: 0,
             groups,
             held: 0,
+            ready: VecDeque::new(),
             released: FxHashMap::default(),
             nr_met: [0; 2],
             nr_missed: [0; 2],
@@ -403,6 +412,11 @@ impl IoCost {
     }
 
     fn release(&mut self, r: Request, group: Option<usize>, cost: u64, now: Instant) {
+        self.note_release(&r, group, cost, now);
+        self.inner.insert(r, now);
+    }
+
+    fn note_release(&mut self, r: &Request, group: Option<usize>, cost: u64, now: Instant) {
         self.released.insert(
             r.id,
             Released {
@@ -411,7 +425,6 @@ impl IoCost {
                 cost,
             },
         );
-        self.inner.insert(r, now);
     }
 
     /// `iocg_kick_waitq`: let through the waiters whose cost fits in the
@@ -435,7 +448,8 @@ impl IoCost {
             let (r, _) = self.groups[g].waitq.pop_front().expect("front exists");
             self.held -= 1;
             self.groups[g].vtime += cost;
-            self.release(r, Some(g), cost, now);
+            self.note_release(&r, Some(g), cost, now);
+            self.ready.push_back(r);
         }
         None
     }
@@ -725,6 +739,9 @@ impl Scheduler for IoCost {
         }
         self.catch_up(now);
         let wake = self.next_wake(now);
+        while let Some(r) = self.ready.pop_front() {
+            self.inner.insert(r, now);
+        }
         match self.inner.dispatch(now) {
             Dispatch::Request(r) => {
                 if let Some(rel) = self.released.get(&r.id) {
@@ -789,7 +806,7 @@ impl Scheduler for IoCost {
     }
 
     fn queued(&self) -> usize {
-        self.inner.queued() + self.held
+        self.inner.queued() + self.held + self.ready.len()
     }
 
     fn task_exited(&mut self, task: TaskId, now: Instant) {
