@@ -402,7 +402,11 @@ impl IoCost {
         u64::try_from(c.div_ceil(u128::from(hw_inuse))).unwrap_or(u64::MAX)
     }
 
-    fn release(&mut self, r: Request, group: Option<usize>, cost: u64, now: Instant) {
+    /// Hand `r` to the inner policy. Its arrival becomes `now`: in the
+    /// kernel the request is allocated (`alloc_time_ns`) after iocost let
+    /// the bio through, so the elevator's FIFO deadlines start here.
+    fn release(&mut self, mut r: Request, group: Option<usize>, cost: u64, now: Instant) {
+        r.arrival = now;
         self.released.insert(
             r.id,
             Released {
