@@ -46,6 +46,8 @@ fn list_names_policies_devices_and_scenarios() {
         ("Policies", "noop"),
         ("Policies", "deadline"),
         ("Group layers", "io.max"),
+        ("Group layers", "io.cost"),
+        ("Scenarios", "iocost-weights-100-vs-300"),
         ("Devices", "ide-2003"),
         ("Devices", "ssd-sata-2016"),
         ("Scenarios", "ten-streaming-readers"),
