@@ -48,6 +48,8 @@ fn list_names_policies_devices_and_scenarios() {
         ("Group layers", "io.max"),
         ("Group layers", "io.cost"),
         ("Scenarios", "iocost-weights-100-vs-300"),
+        ("Host programs", "tiotest"),
+        ("Host programs", "fsync-tester"),
         ("Devices", "ide-2003"),
         ("Devices", "ssd-sata-2016"),
         ("Scenarios", "ten-streaming-readers"),
