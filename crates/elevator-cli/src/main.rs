@@ -1014,6 +1014,11 @@ fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
             "targets",
             "per-group latency targets: looser siblings get less queue depth, any policy",
         ),
+        (
+            "io.cost",
+            "weights",
+            "iocost ([iocost]): a cost model and vtime per group hold io.weight, any policy",
+        ),
     ];
     let layers: Vec<Vec<String>> = layers
         .iter()

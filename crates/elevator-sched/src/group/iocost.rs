@@ -299,24 +299,27 @@ impl IoCost {
         self.period_at + Duration::from_micros(self.period_us)
     }
 
-    /// `current_hweight`: (hweight_active, hweight_inuse) in 1/2^16.
+    /// `current_hweight`: (hweight_active, hweight_inuse) in 1/2^16,
+    /// multiplied from the root down as the kernel does (each level's
+    /// division truncates).
     fn current_hweight(&self, g: usize) -> (u64, u64) {
-        let mut path = Vec::with_capacity(self.groups[g].level as usize + 1);
-        let mut x = Some(g);
-        while let Some(i) = x {
-            path.push(i);
-            x = self.groups[i].parent;
-        }
-        let (mut hwa, mut hwi) = (HWEIGHT_WHOLE, HWEIGHT_WHOLE);
-        for w in path.windows(2).rev() {
-            let (child, parent) = (&self.groups[w[0]], &self.groups[w[1]]);
-            if parent.child_active_sum == 0 || parent.child_inuse_sum == 0 {
-                continue;
-            }
-            hwa = hwa * child.active / parent.child_active_sum.max(child.active);
-            hwi = hwi * child.inuse / parent.child_inuse_sum.max(child.inuse);
-        }
+        let (hwa, hwi) = self.hweight_above(g);
         (hwa.max(1), hwi.max(1))
+    }
+
+    fn hweight_above(&self, g: usize) -> (u64, u64) {
+        let Some(p) = self.groups[g].parent else {
+            return (HWEIGHT_WHOLE, HWEIGHT_WHOLE);
+        };
+        let (hwa, hwi) = self.hweight_above(p);
+        let (child, parent) = (&self.groups[g], &self.groups[p]);
+        if parent.child_active_sum == 0 || parent.child_inuse_sum == 0 {
+            return (hwa, hwi);
+        }
+        (
+            hwa * child.active / parent.child_active_sum.max(child.active),
+            hwi * child.inuse / parent.child_inuse_sum.max(child.inuse),
+        )
     }
 
     /// `__propagate_weights`: set `g`'s active and inuse weights and update
@@ -411,7 +414,11 @@ impl IoCost {
         u64::try_from(c.div_ceil(u128::from(hw_inuse))).unwrap_or(u64::MAX)
     }
 
-    fn release(&mut self, r: Request, group: Option<usize>, cost: u64, now: Instant) {
+    /// Hand `r` to the inner policy. Its arrival becomes `now`: in the
+    /// kernel the request is allocated (`alloc_time_ns`) after iocost let
+    /// the bio through, so the elevator's FIFO deadlines start here.
+    fn release(&mut self, mut r: Request, group: Option<usize>, cost: u64, now: Instant) {
+        r.arrival = now;
         self.note_release(&r, group, cost, now);
         self.inner.insert(r, now);
     }
@@ -445,9 +452,10 @@ impl IoCost {
                 return Some(now + Duration::from_micros(us) + Duration(margin_ns / 4));
             }
             budget -= i128::from(cost);
-            let (r, _) = self.groups[g].waitq.pop_front().expect("front exists");
+            let (mut r, _) = self.groups[g].waitq.pop_front().expect("front exists");
             self.held -= 1;
             self.groups[g].vtime += cost;
+            r.arrival = now;
             self.note_release(&r, Some(g), cost, now);
             self.ready.push_back(r);
         }
