@@ -42,6 +42,9 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "modern-random-read-vs-buffered-write",
     "kyber-read-latency-vs-write-flood",
     "mclock-reservation-and-limit",
+    "tiotest-2009-ext3-hdd",
+    "tiotest-2009-nilfs2-sdcard",
+    "fsync-tester-2009-ext3",
 ];
 
 /// Names and descriptions of the built-in scenarios.
