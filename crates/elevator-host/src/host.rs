@@ -1915,9 +1915,7 @@ impl Host {
             return;
         };
         let used = self.fs.used_end();
-        let l = log.get_or_insert_with(|| {
-            Box::new(Log::new(*o, 1, self.fs.geo.blocks, used))
-        });
+        let l = log.get_or_insert_with(|| Box::new(Log::new(*o, 1, self.fs.geo.blocks, used)));
         if let Some((at, gen)) = l.transaction_end(now) {
             self.arm(at, TimerAction::SegctorTimer(gen), io);
         }
@@ -1956,7 +1954,9 @@ impl Host {
             files.push(file);
         }
         files.sort_by_key(|&f| (f == FileId::BDEV, f));
-        let mut plan: Vec<(Option<(FileId, u64)>, u64, u64)> = Vec::new();
+        // (the page-cache pages it writes, if any; disk block; blocks)
+        type Piece = (Option<(FileId, u64)>, u64, u64);
+        let mut plan: Vec<Piece> = Vec::new();
         let mut runs: Vec<Run> = Vec::new();
         let mut payload = 0;
         for f in files {
@@ -1980,9 +1980,8 @@ impl Host {
         }
         // The DAT entries of the blocks written, the sufile, and with a
         // checkpoint the cpfile and the super root.
-        let extra = payload.div_ceil(nilfs2::DAT_ENTRIES_PER_BLOCK)
-            + 1
-            + if super_root { 2 } else { 0 };
+        let extra =
+            payload.div_ceil(nilfs2::DAT_ENTRIES_PER_BLOCK) + 1 + if super_root { 2 } else { 0 };
         runs.clear();
         l.place(extra, &mut runs);
         plan.extend(runs.iter().map(|r| (None, r.block, r.len)));

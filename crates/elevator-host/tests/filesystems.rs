@@ -81,7 +81,10 @@ fn ordered_fsync_writes_the_transactions_other_data_first_and_writeback_does_not
         "ordered: fsync returned at {:.3} s, {before} writes of the other file's data before it",
         done.as_secs_f64()
     );
-    assert!(before > 0, "data=ordered: the commit wrote the other file's data");
+    assert!(
+        before > 0,
+        "data=ordered: the commit wrote the other file's data"
+    );
     let daemon = host.daemon_task().0;
     let big_file = host.fs().children(FileId::ROOT)[0];
     // (The policy may merge the other file's first blocks into the
@@ -96,7 +99,9 @@ fn ordered_fsync_writes_the_transactions_other_data_first_and_writeback_does_not
     let (start, len) = j.runs[0];
     let geo = &host.fs().geo;
     let journal = geo.sector_of(start)..geo.sector_of(start + len);
-    assert!(log.iter().any(|s| journal.contains(&s.sector) && s.sync && s.noidle));
+    assert!(log
+        .iter()
+        .any(|s| journal.contains(&s.sector) && s.sync && s.noidle));
     assert!(log
         .iter()
         .filter(|s| journal.contains(&s.sector))
@@ -133,9 +138,16 @@ fn a_commit_happens_by_the_interval_without_fsync() {
         );
         let (_, log) = common::run(&mut host, "deadline", "hdd-2009", 60);
         let j = host.journal().expect("ext3");
-        assert_eq!((j.stats.commits, j.stats.by_timer, j.stats.by_fsync), (1, 1, 0));
+        assert_eq!(
+            (j.stats.commits, j.stats.by_timer, j.stats.by_fsync),
+            (1, 1, 0)
+        );
         let daemon = host.daemon_task().0;
-        let first = log.iter().filter(|s| s.task == daemon).map(|s| s.submitted).min();
+        let first = log
+            .iter()
+            .filter(|s| s.task == daemon)
+            .map(|s| s.submitted)
+            .min();
         let first = first.expect("kjournald wrote").as_secs_f64();
         println!("{options}: first kjournald write at {first:.3} s");
         assert!((first - at).abs() < 1e-3, "{first}");
@@ -220,8 +232,18 @@ fn nilfs2_turns_random_writes_into_sequential_device_writes() {
             moved += n;
         }
     });
-    assert!(moved >= 1500, "rewritten blocks are where the log put them: {moved}");
-    let written: Vec<u64> = log.iter().filter(|s| s.op == Op::Write).map(|s| s.sector).collect();
-    assert!(written.iter().all(|&s| s >= original_end), "no write in place");
+    assert!(
+        moved >= 1500,
+        "rewritten blocks are where the log put them: {moved}"
+    );
+    let written: Vec<u64> = log
+        .iter()
+        .filter(|s| s.op == Op::Write)
+        .map(|s| s.sector)
+        .collect();
+    assert!(
+        written.iter().all(|&s| s >= original_end),
+        "no write in place"
+    );
     assert!(matches!(host.params().fs.fs_type, FsType::Nilfs2(_)));
 }

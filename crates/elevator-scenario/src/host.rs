@@ -349,14 +349,12 @@ pub(crate) fn host_params(
     match (&h.fs, &h.mount) {
         (Some(name), mount) => {
             let options = mount.as_ref().map_or("", |m| m.get_ref().as_str());
-            params.fs.fs_type =
-                elevator_host::fs::registry::mount(name.get_ref(), options).map_err(|e| {
-                    match mount {
-                        Some(m) if elevator_host::fs::registry::lookup(name.get_ref()).is_some() => {
-                            cx.at(m, "host.mount", e)
-                        }
-                        _ => cx.at(name, "host.fs", e),
+            params.fs.fs_type = elevator_host::fs::registry::mount(name.get_ref(), options)
+                .map_err(|e| match mount {
+                    Some(m) if elevator_host::fs::registry::lookup(name.get_ref()).is_some() => {
+                        cx.at(m, "host.mount", e)
                     }
+                    _ => cx.at(name, "host.fs", e),
                 })?;
         }
         (None, Some(m)) => {

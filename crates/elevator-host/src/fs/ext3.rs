@@ -165,7 +165,10 @@ fn build(options: &[(&str, &str)]) -> Result<FsType, String> {
 pub const TYPE: FileSystemType = FileSystemType {
     name: "ext3",
     about: "ext2's layout with jbd's journal: kjournald commits, data=ordered|writeback|journal",
-    keys: &["data=ordered|writeback|journal (writeback)", "commit=SECS (5)"],
+    keys: &[
+        "data=ordered|writeback|journal (writeback)",
+        "commit=SECS (5)",
+    ],
     build,
 };
 
@@ -262,7 +265,10 @@ impl Journal {
     /// A journal over the disk runs `runs`, in journal order.
     pub fn new(options: Ext3Options, runs: Vec<(u64, u64)>) -> Self {
         let len = runs.iter().map(|r| r.1).sum();
-        assert!(len > 2, "a journal needs room for a descriptor and a commit block");
+        assert!(
+            len > 2,
+            "a journal needs room for a descriptor and a commit block"
+        );
         Journal {
             options,
             runs,
@@ -301,7 +307,12 @@ impl Journal {
 
     /// Metadata block `block` is dirtied on behalf of `file`. Returns the
     /// commit timer's expiry if the transaction just started.
-    pub fn dirty_meta(&mut self, block: u64, file: Option<FileId>, now: Instant) -> Option<Instant> {
+    pub fn dirty_meta(
+        &mut self,
+        block: u64,
+        file: Option<FileId>,
+        now: Instant,
+    ) -> Option<Instant> {
         let timer = self.handle(now);
         self.running.meta.insert(block);
         if let Some(f) = file {

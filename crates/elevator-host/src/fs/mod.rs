@@ -809,17 +809,28 @@ impl FileSystem {
             if hi <= first || lo >= end {
                 if lo >= end && !placed {
                     placed = true;
-                    push(Extent { file_block: first, disk_block: disk, len: count });
+                    push(Extent {
+                        file_block: first,
+                        disk_block: disk,
+                        len: count,
+                    });
                 }
                 push(*e);
                 continue;
             }
             if lo < first {
-                push(Extent { len: first - lo, ..*e });
+                push(Extent {
+                    len: first - lo,
+                    ..*e
+                });
             }
             if !placed {
                 placed = true;
-                push(Extent { file_block: first, disk_block: disk, len: count });
+                push(Extent {
+                    file_block: first,
+                    disk_block: disk,
+                    len: count,
+                });
             }
             if hi > end {
                 push(Extent {
@@ -830,7 +841,11 @@ impl FileSystem {
             }
         }
         if !placed {
-            push(Extent { file_block: first, disk_block: disk, len: count });
+            push(Extent {
+                file_block: first,
+                disk_block: disk,
+                len: count,
+            });
         }
         inode.extents = out;
     }

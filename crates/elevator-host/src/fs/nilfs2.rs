@@ -260,14 +260,37 @@ mod tests {
         assert_eq!(
             runs,
             vec![
-                Run { block: s1, len: 1, summary: true },
-                Run { block: s1 + 1, len: 2047, summary: false },
-                Run { block: s1 + 2048, len: 1, summary: true },
-                Run { block: s1 + 2049, len: 953, summary: false },
+                Run {
+                    block: s1,
+                    len: 1,
+                    summary: true
+                },
+                Run {
+                    block: s1 + 1,
+                    len: 2047,
+                    summary: false
+                },
+                Run {
+                    block: s1 + 2048,
+                    len: 1,
+                    summary: true
+                },
+                Run {
+                    block: s1 + 2049,
+                    len: 953,
+                    summary: false
+                },
             ]
         );
         runs.clear();
         log.place(5, &mut runs);
-        assert_eq!(runs, vec![Run { block: s1 + 3002, len: 5, summary: false }]);
+        assert_eq!(
+            runs,
+            vec![Run {
+                block: s1 + 3002,
+                len: 5,
+                summary: false
+            }]
+        );
     }
 }

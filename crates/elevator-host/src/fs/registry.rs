@@ -37,6 +37,9 @@ impl FsType {
     }
 }
 
+/// One mount option, `key=value` (`value` empty for a bare `key`).
+pub type MountOption<'a> = (&'a str, &'a str);
+
 /// A file system the host can mount (after the kernel's
 /// `struct file_system_type`: a name and a way to mount it).
 #[derive(Clone, Copy, Debug)]
@@ -47,7 +50,7 @@ pub struct FileSystemType {
     /// The mount options it takes, `key=values (default)`.
     pub keys: &'static [&'static str],
     /// Validate `mount` options (`key=value` pairs split at commas).
-    pub build: fn(&[(&str, &str)]) -> Result<FsType, String>,
+    pub build: fn(&[MountOption<'_>]) -> Result<FsType, String>,
 }
 
 fn build_ext2(options: &[(&str, &str)]) -> Result<FsType, String> {
