@@ -32,6 +32,16 @@
 //!   for them and for any earlier writeback of the file; a second pass
 //!   picks up pages that were under writeback when it started. **sync**
 //!   does the same for every dirty page.
+//! - **ext3 and nilfs2** ([`crate::fs::registry`]) hook in at four places
+//!   and nowhere else, so the ext2 host runs as before: dirtied metadata
+//!   and data join jbd's running transaction, kjournald (one more task)
+//!   commits it by timer, size or fsync and fsync waits for the commit
+//!   (see [`crate::fs::ext3`]); on nilfs2 the flusher writes nothing and
+//!   segctord appends every dirty block to the log, relocating the file's
+//!   blocks there, by its timer, its watermark or fsync
+//!   (see [`crate::fs::nilfs2`]). Their writes without a page-cache page
+//!   (descriptors, commit blocks, summaries, DAT) are submitted as raw
+//!   blocks.
 //!
 //! Simplifications, each small against a disk's milliseconds: a process's
 //! CPU time is charged in slices of up to [`CPU_QUANTUM`] after the calls

@@ -9,7 +9,7 @@ use elevator_core::{Duration, Instant, IoPrio, Op, Prng};
 use elevator_host::fs::gen::big_file;
 use elevator_host::fs::registry::{mount, FsType};
 use elevator_host::fs::FileId;
-use elevator_host::process::WriteAndFsync;
+use elevator_host::process::{Cat, WriteAndFsync};
 use elevator_host::{Ctx, Host, HostParams, Program, Syscall};
 
 fn params(fs: &str, options: &str) -> HostParams {
@@ -246,4 +246,65 @@ fn nilfs2_turns_random_writes_into_sequential_device_writes() {
         "no write in place"
     );
     assert!(matches!(host.params().fs.fs_type, FsType::Nilfs2(_)));
+}
+
+/// ext3 reads inode-table blocks with READ_META (`__ext3_get_inode_loc`),
+/// file data without; ext2 (the 2003 host, before REQ_META) flags none.
+#[test]
+fn ext3_reads_inodes_with_read_meta() {
+    for (fs, flagged) in [("ext3", true), ("ext2", false)] {
+        let mut host = common::host_on("hdd-2009", 1, Some(params(fs, "")));
+        let f = big_file(host.fs_mut(), FileId::ROOT, 1 << 20, 300).expect("fits");
+        let inode_sector = host.fs().geo.sector_of(host.fs().inode_block(f));
+        let row = host.add_row("cat", true);
+        host.spawn(
+            row,
+            Box::new(Cat::new(vec![f], 64 << 10, false)),
+            Duration::ZERO,
+            IoPrio::default(),
+        );
+        let (_, log) = common::run(&mut host, "deadline", "hdd-2009", 60);
+        let reads: Vec<&Seen> = log.iter().filter(|s| s.op == Op::Read).collect();
+        let inode = reads
+            .iter()
+            .find(|s| s.sector == inode_sector)
+            .expect("inode read");
+        assert_eq!(inode.meta, flagged, "{fs}: the inode block's read");
+        let data: Vec<_> = reads.iter().filter(|s| touches(&host, f, 256, s)).collect();
+        assert!(
+            !data.is_empty() && data.iter().all(|s| !s.meta),
+            "{fs}: data reads"
+        );
+    }
+}
+
+/// data=journal: fsync only forces the commit, which carries the file's
+/// data into the journal; nothing is written at the file's home first.
+#[test]
+fn data_journal_fsync_writes_the_data_into_the_journal() {
+    let mut host = common::host_on("hdd-2009", 1, Some(params("ext3", "data=journal")));
+    let w = host.add_row("w", true);
+    host.spawn(
+        w,
+        Box::new(WriteAndFsync::new(FileId::ROOT, 1 << 20, true)),
+        Duration::ZERO,
+        IoPrio::default(),
+    );
+    let (_, log) = common::run(&mut host, "deadline", "hdd-2009", 60);
+    let done = host.row_stats(w).finished.expect("fsync returned");
+    let file = host.fs().children(FileId::ROOT)[0];
+    let home = log
+        .iter()
+        .filter(|s| s.op == Op::Write && touches(&host, file, 256, s))
+        .filter(|s| s.submitted <= done)
+        .count();
+    let j = host.journal().expect("ext3");
+    println!(
+        "data=journal: fsync at {:.3} s, {} journal blocks, {home} home writes before",
+        done.as_secs_f64(),
+        j.stats.log_blocks
+    );
+    assert_eq!(home, 0, "data=journal: the data goes to the journal first");
+    assert!(j.stats.log_blocks > 256, "1 MiB of data copies and more");
+    assert_eq!(j.stats.by_fsync, 1);
 }

@@ -17,6 +17,8 @@ pub struct Seen {
     pub sync: bool,
     /// `REQ_NOIDLE`.
     pub noidle: bool,
+    /// `REQ_META`.
+    pub meta: bool,
     pub sector: u64,
     pub sectors: u32,
     pub task: u32,
@@ -44,6 +46,7 @@ impl Device for Recorder {
             op: r.op,
             sync: r.sync,
             noidle: r.noidle,
+            meta: r.meta,
             sector: r.sector,
             sectors: r.sectors,
             task: r.task.0,
