@@ -1918,14 +1918,23 @@ impl Host {
         }
     }
 
+    /// nilfs2: lay the log out at the first use, past the segments the
+    /// file sets placed before the run occupy (segment 0 starts after the
+    /// super block, block 1).
+    fn nilfs_mount(&mut self) {
+        if let FsLayer::Nilfs2(o, log @ None) = &mut self.fsl {
+            let used = self.fs.used_end();
+            *log = Some(Box::new(Log::new(*o, 1, self.fs.geo.blocks, used)));
+        }
+    }
+
     /// nilfs2: a transaction ended at `now`: arm the checkpoint timer, and
     /// above the watermark start a log at once.
     fn segctor_dirtied(&mut self, now: Instant, io: &mut Io<'_>) {
-        let FsLayer::Nilfs2(o, log) = &mut self.fsl else {
+        self.nilfs_mount();
+        let FsLayer::Nilfs2(_, Some(l)) = &mut self.fsl else {
             return;
         };
-        let used = self.fs.used_end();
-        let l = log.get_or_insert_with(|| Box::new(Log::new(*o, 1, self.fs.geo.blocks, used)));
         if let Some((at, gen)) = l.transaction_end(now) {
             self.arm(at, TimerAction::SegctorTimer(gen), io);
         }
@@ -1940,12 +1949,10 @@ impl Host {
     /// the next is queued. Returns the construction count to wait for.
     fn segctor_construct(&mut self, super_root: bool, io: &mut Io<'_>) -> u64 {
         let now = io.now();
-        let used = self.fs.used_end();
-        let FsLayer::Nilfs2(o, log) = &mut self.fsl else {
+        self.nilfs_mount();
+        let FsLayer::Nilfs2(_, Some(l)) = &mut self.fsl else {
             return 0;
         };
-        let blocks = self.fs.geo.blocks;
-        let l = log.get_or_insert_with(|| Box::new(Log::new(*o, 1, blocks, used)));
         if l.waiting_seq.is_some() {
             l.again = Some(l.again.unwrap_or(false) || super_root);
             return l.started + 1;
