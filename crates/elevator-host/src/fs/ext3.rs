@@ -165,10 +165,7 @@ fn build(options: &[(&str, &str)]) -> Result<FsType, String> {
 pub const TYPE: FileSystemType = FileSystemType {
     name: "ext3",
     about: "ext2's layout with jbd's journal: kjournald commits, data=ordered|writeback|journal",
-    keys: &[
-        "data=ordered|writeback|journal (writeback)",
-        "commit=SECS (5)",
-    ],
+    keys: &["data=writeback|ordered|journal", "commit=5"],
     build,
 };
 

@@ -104,7 +104,7 @@ fn build(options: &[(&str, &str)]) -> Result<FsType, String> {
 pub const TYPE: FileSystemType = FileSystemType {
     name: "nilfs2",
     about: "log-structured: segctord appends dirty blocks to 8 MiB segments, reads follow",
-    keys: &["blocks_per_segment=N (2048, mkfs -B)"],
+    keys: &["blocks_per_segment=2048"],
     build,
 };
 

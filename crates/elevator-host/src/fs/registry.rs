@@ -47,7 +47,7 @@ pub struct FileSystemType {
     pub name: &'static str,
     /// One line for `elevator list`.
     pub about: &'static str,
-    /// The mount options it takes, `key=values (default)`.
+    /// The mount options it takes, `key=DEFAULT|other|values`.
     pub keys: &'static [&'static str],
     /// Validate `mount` options (`key=value` pairs split at commas).
     pub build: fn(&[MountOption<'_>]) -> Result<FsType, String>,
