@@ -185,6 +185,12 @@ impl Geometry {
         self.block_bitmap(g) + 2
     }
 
+    /// Whether `block` lies in its group's inode table.
+    pub fn is_inode_table(&self, block: u64) -> bool {
+        let g = self.group_of(block);
+        (self.inode_table(g)..self.data_start(g)).contains(&block)
+    }
+
     /// First data block of group `g`.
     pub fn data_start(&self, g: u32) -> u64 {
         self.inode_table(g) + self.itable_blocks
@@ -196,15 +202,6 @@ impl Geometry {
         let g = (ino - 1) / ipg;
         let index = u64::from((ino - 1) % ipg);
         self.inode_table(g) + index * INODE_SIZE / self.block_size
-    }
-
-    /// Whether `block` lies in a group's inode table.
-    pub fn is_inode_table(&self, block: u64) -> bool {
-        if block >= self.blocks {
-            return false;
-        }
-        let t = self.inode_table(self.group_of(block));
-        (t..t + self.itable_blocks).contains(&block)
     }
 
     /// Pointers per indirect block.
