@@ -52,6 +52,10 @@ enum Command {
         /// dispatch (with the policy's reason), wait and completion, per policy.
         #[arg(long, value_name = "FILE")]
         trace: Option<std::path::PathBuf>,
+        /// Also write DIR/index.html: the settings in force, the results and tables, and per
+        /// job a latency CDF and a throughput timeline of every policy (inline SVG, no network).
+        #[arg(long, value_name = "DIR")]
+        report: Option<std::path::PathBuf>,
         /// table: the comparison for a terminal; json: the stable schema of
         /// docs/report-schema.md (fio's JSON for job files); csv: one row per policy and
         /// job. `--output-format` as fio spells it.
@@ -166,7 +170,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         expectations: Option<std::path::PathBuf>,
         /// Also write DIR/reproduce.html: per table a bar chart (inline SVG) of ours
-        /// beside the published figures, the figures and the verdict; no network needed.
+        /// beside the published figures, the figures and the verdict, linking to
+        /// DIR/SCENARIO.html with each scenario's latency CDFs and throughput timelines.
         #[arg(long, value_name = "DIR")]
         report: Option<std::path::PathBuf>,
         /// table: text for a terminal; json: every table with its verdict; markdown: the
@@ -369,6 +374,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 jobs: jobs.unwrap_or(0),
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
                 device,
+                charts: report.is_some(),
             };
             if jobs == Some(0) {
                 bail!("--jobs 0: need at least one thread");
@@ -516,6 +522,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             seed,
             set,
             trace,
+            report,
             format,
             engine,
             target,
@@ -553,12 +560,19 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 seed,
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
                 trace: trace.is_some(),
+                charts: report.is_some(),
                 check,
             };
+            let dir = report;
             let report = run_with_progress(&scenario, &options)?;
             if let Some(path) = trace {
                 std::fs::write(&path, report.trace_text())
                     .with_context(|| format!("--trace: writing {}", path.display()))?;
+            }
+            if let Some(dir) = dir {
+                let page = dir.join("index.html");
+                write_page(&page, &elevator_scenario::html::run_html(&report))?;
+                eprintln!("report: wrote {}", page.display());
             }
             let text = match format {
                 Format::Table => report.to_table(),
@@ -707,12 +721,17 @@ fn reproduce(
         ReproduceFormat::Markdown => out.extend_from_slice(result.to_markdown().as_bytes()),
     }
     if let Some(dir) = report {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("--report: creating {}", dir.display()))?;
+        for scenario in &result.reports {
+            let page = dir.join(elevator_scenario::html::scenario_page(&scenario.scenario));
+            write_page(&page, &elevator_scenario::html::run_html(scenario))?;
+        }
         let page = dir.join("reproduce.html");
-        std::fs::write(&page, elevator_scenario::html::reproduction_html(&result))
-            .with_context(|| format!("--report: writing {}", page.display()))?;
-        eprintln!("report: wrote {}", page.display());
+        write_page(&page, &elevator_scenario::html::reproduction_html(&result))?;
+        eprintln!(
+            "report: wrote {} and {} scenario pages beside it",
+            page.display(),
+            result.reports.len()
+        );
     }
     if let Some(committed) = committed {
         let problems = committed.check(&result);
@@ -827,6 +846,15 @@ fn parse_set(s: &str) -> Result<(String, String, i64)> {
     t.tunables([(tunable.trim(), value)])
         .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
     Ok((policy.trim().to_string(), tunable.trim().to_string(), value))
+}
+
+/// Write one `--report` page, creating its directory.
+fn write_page(page: &std::path::Path, html: &str) -> Result<()> {
+    if let Some(dir) = page.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--report: creating {}", dir.display()))?;
+    }
+    std::fs::write(page, html).with_context(|| format!("--report: writing {}", page.display()))
 }
 
 /// Run, with a progress bar on a terminal once the run has taken a second.

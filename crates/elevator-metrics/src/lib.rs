@@ -11,10 +11,14 @@
 pub mod fio;
 mod latency;
 mod report;
+pub mod series;
 pub mod text;
 
 pub use latency::LatencyStats;
-pub use report::{DeviceReport, GroupReport, JobReport, Report, ResultValue, RunReport};
+pub use report::{
+    DeviceReport, GroupReport, JobChart, JobReport, Report, ResultValue, RunReport,
+};
+pub use series::Throughput;
 
 use elevator_core::{Duration, Instant};
 use std::collections::BTreeMap;
@@ -36,6 +40,9 @@ pub struct JobStats {
     pub extra: BTreeMap<String, f64>,
     /// I/Os that failed (the device's EIO or timeout reached this job).
     pub errors: u64,
+    /// Bytes completed per interval of simulated time, kept only when a
+    /// report asks for it ([`JobStats::record_series`]).
+    pub series: Option<Throughput>,
 }
 
 impl JobStats {
@@ -51,11 +58,20 @@ impl JobStats {
             disk_time: Duration::ZERO,
             extra: BTreeMap::new(),
             errors: 0,
+            series: None,
         }
     }
 
-    /// Record one completed I/O of `bytes` that took `latency`.
-    pub fn record(&mut self, read: bool, bytes: u64, latency: Duration) {
+    /// From now on, keep the throughput timeline too.
+    pub fn record_series(&mut self) {
+        self.series.get_or_insert_with(Throughput::new);
+    }
+
+    /// Record one I/O of `bytes` that completed at `now` and took `latency`.
+    pub fn record(&mut self, now: Instant, read: bool, bytes: u64, latency: Duration) {
+        if let Some(series) = &mut self.series {
+            series.record(now, read, bytes);
+        }
         if read {
             self.read_bytes += bytes;
         } else {

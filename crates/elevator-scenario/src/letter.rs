@@ -180,6 +180,7 @@ pub fn run_letter(
             seed: options.seed,
             tunables: Vec::new(),
             trace: false,
+            charts: false,
             check: false,
         };
         let mut d = DeviceLetter {
