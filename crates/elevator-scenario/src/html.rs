@@ -248,10 +248,13 @@ const PLOT_H: f64 = 200.0;
 const PLOT_LEFT: f64 = 58.0;
 const PLOT_TOP: f64 = 12.0;
 const PLOT_BOTTOM: f64 = 40.0;
-const PLOT_RIGHT: f64 = 14.0;
+const PLOT_RIGHT: f64 = 26.0;
 
-/// At most this many points on a timeline: about one per two pixels.
-const TIMELINE_POINTS: u64 = 220;
+/// At most this many points on a timeline: one per 4 pixels, smooth
+/// enough to read beside its neighbours, fine enough to show a pause of a
+/// hundredth of the run (the 20 s without reads of CFQ in Morton's
+/// experiment 4 is a fiftieth).
+const TIMELINE_POINTS: u64 = 100;
 
 /// The colour of run `index` of `report`: by the policy's place in the
 /// registry when each policy runs once (so `deadline` has one colour on
@@ -565,13 +568,13 @@ fn duration_text(s: f64) -> String {
 
 const RUN_STYLE: &str = "body{font-family:sans-serif;max-width:64em;margin:1em auto;color:#222}\
      table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px}\
-     pre{font-size:12px;background:#f7f7f7;padding:.5em;overflow-x:auto}\
+     code{font-size:12px}pre{font-size:12px;background:#f7f7f7;padding:.5em;overflow-x:auto}\
      .charts{display:flex;flex-wrap:wrap;gap:1em}.note{color:#555;font-size:90%}\
      .cut{color:#b00}";
 
-/// The page of one scenario's run: the settings in force, the results and
-/// the text tables, then per job the latency CDF and the throughput
-/// timeline of every policy.
+/// The page of one scenario's run: the results, then per job the latency
+/// CDF and the throughput timeline of every policy, then the settings in
+/// force and the text report.
 ///
 /// Invariant: every `<svg class="chart">` has at least one drawn mark (a
 /// chart with no data is a sentence instead), and no number prints as
@@ -594,7 +597,6 @@ pub fn run_html(report: &Report) -> String {
         report.seed
     );
     out.push_str(&results_table(report));
-    out.push_str(&settings_table(report));
     if report.runs.iter().all(|r| r.charts.is_empty()) {
         out.push_str("<p class=\"note\">No per-job charts: the runs did not record them.</p>\n");
     }
@@ -624,6 +626,8 @@ pub fn run_html(report: &Report) -> String {
         }
         out.push_str("</div></section>\n");
     }
+    out.push_str("<h2>Settings in force</h2>\n");
+    out.push_str(&settings_table(report));
     let _ = writeln!(
         out,
         "<h2>The text report</h2>\n<pre>{}</pre>",
@@ -675,15 +679,34 @@ fn results_table(report: &Report) -> String {
     out
 }
 
-/// The block layer's settings and each policy's tunables in force.
+/// The block layer's settings and each policy's tunables in force; the
+/// block settings once when every run had the same.
 fn settings_table(report: &Report) -> String {
-    let mut out = String::from(
-        "<table class=\"settings\"><tr><th>policy</th><th>block layer</th>\
-         <th>tunables</th></tr>\n",
-    );
+    let pairs = |m: Vec<String>| if m.is_empty() { "-".into() } else { m.join(", ") };
+    let block_of = |run: &RunReport| pairs(run.block.iter().map(|(k, v)| format!("{k}={v}")).collect());
+    let shared = report
+        .runs
+        .first()
+        .map(block_of)
+        .filter(|b| report.runs.iter().all(|r| block_of(r) == *b));
+    let mut out = String::new();
+    if let Some(b) = &shared {
+        let _ = writeln!(
+            out,
+            "<p class=\"settings\">Block layer, every policy: <code>{}</code></p>",
+            esc(b)
+        );
+    }
+    out.push_str("<table class=\"settings\"><tr><th>policy</th>");
+    if shared.is_none() {
+        out.push_str("<th>block layer</th>");
+    }
+    out.push_str("<th>tunables in force</th></tr>\n");
     for run in &report.runs {
-        let pairs = |m: Vec<String>| if m.is_empty() { "-".into() } else { m.join(", ") };
-        let block = pairs(run.block.iter().map(|(k, v)| format!("{k}={v}")).collect());
+        let block = match shared {
+            Some(_) => String::new(),
+            None => format!("<td><code>{}</code></td>", esc(&block_of(run))),
+        };
         let tunables = pairs(
             run.tunables
                 .iter()
@@ -692,9 +715,8 @@ fn settings_table(report: &Report) -> String {
         );
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td>{block}<td><code>{}</code></td></tr>",
             esc(&run.label()),
-            esc(&block),
             esc(&tunables)
         );
     }
