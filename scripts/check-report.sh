@@ -64,7 +64,7 @@ for page in "$OUT/run/index.html" "$OUT/reproduce/reproduce.html" \
     # A fresh profile per page: no state from another run, no first-run dialogs.
     profile=$(mktemp -d)
     flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run
-        --user-data-dir="$profile" --window-size=1000,1250)
+        --user-data-dir="$profile" --window-size=1100,1300)
     timeout 60 "$CHROMIUM" "${flags[@]}" --dump-dom "$url" >"$base.dom.html" 2>"$base.log"
     timeout 60 "$CHROMIUM" "${flags[@]}" --screenshot="$base.png" "$url" >>"$base.log" 2>&1
     rm -rf "$profile"

@@ -561,6 +561,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
                 trace: trace.is_some(),
                 charts: report.is_some(),
+                clock: None,
                 check,
             };
             let dir = report;
@@ -857,18 +858,26 @@ fn write_page(page: &std::path::Path, html: &str) -> Result<()> {
     std::fs::write(page, html).with_context(|| format!("--report: writing {}", page.display()))
 }
 
-/// Run, with a progress bar on a terminal once the run has taken a second.
+/// Run, with a progress bar on a terminal once the run has taken a second:
+/// per policy, moving within each run as its simulated time advances
+/// (the engine publishes it, a ticker thread reads it five times a second),
+/// so a policy that simulates for minutes does not look frozen.
 fn run_with_progress(
     scenario: &Scenario,
     options: &RunOptions,
 ) -> Result<elevator_metrics::Report> {
-    let total = options
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    /// Bar units per policy: the fraction of one run's time limit done.
+    const STEPS: u64 = 1000;
+    let policies: Vec<String> = options
         .schedulers
-        .as_ref()
-        .map_or(scenario.schedulers.len(), Vec::len);
-    let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::hidden());
+        .clone()
+        .unwrap_or_else(|| scenario.schedulers.clone());
+    let runs = policies.len() * scenario.sweep_points();
+    let bar =
+        ProgressBar::with_draw_target(Some(runs as u64 * STEPS), ProgressDrawTarget::hidden());
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} policies, {elapsed}")
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {elapsed}")
             .expect("valid template")
             .progress_chars("=> "),
     );
@@ -882,10 +891,40 @@ fn run_with_progress(
             bar.set_draw_target(ProgressDrawTarget::stderr());
         }
     };
-    let report = elevator_scenario::run(scenario, options, &mut |run| {
-        bar.inc(1);
-        bar.set_message(format!("{}: {} done", scenario.name, run.scheduler));
-        show(&bar);
+    let clock = std::sync::Arc::new(AtomicU64::new(0));
+    let done = AtomicUsize::new(0);
+    let finished = AtomicBool::new(false);
+    let limit = scenario.time_limit.nanos().max(1);
+    let options = RunOptions {
+        clock: interactive.then(|| clock.clone()),
+        ..options.clone()
+    };
+    let report = std::thread::scope(|scope| {
+        if interactive {
+            scope.spawn(|| {
+                while !finished.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    let i = done.load(Ordering::Relaxed);
+                    let now = clock.load(Ordering::Relaxed);
+                    let within = (now.min(limit) as f64 / limit as f64 * STEPS as f64) as u64;
+                    bar.set_position(i as u64 * STEPS + within.min(STEPS - 1));
+                    bar.set_message(format!(
+                        "{}: {} at {:.1} s simulated ({}/{runs})",
+                        scenario.name,
+                        policies[i % policies.len().max(1)],
+                        now as f64 / 1e9,
+                        (i + 1).min(runs)
+                    ));
+                    show(&bar);
+                }
+            });
+        }
+        let report = elevator_scenario::run(scenario, &options, &mut |_| {
+            clock.store(0, Ordering::Relaxed);
+            done.fetch_add(1, Ordering::Relaxed);
+        });
+        finished.store(true, Ordering::Relaxed);
+        report
     })?;
     bar.finish_and_clear();
     Ok(report)

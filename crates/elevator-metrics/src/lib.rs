@@ -15,9 +15,7 @@ pub mod series;
 pub mod text;
 
 pub use latency::LatencyStats;
-pub use report::{
-    DeviceReport, GroupReport, JobChart, JobReport, Report, ResultValue, RunReport,
-};
+pub use report::{DeviceReport, GroupReport, JobChart, JobReport, Report, ResultValue, RunReport};
 pub use series::Throughput;
 
 use elevator_core::{Duration, Instant};

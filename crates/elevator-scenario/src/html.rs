@@ -243,7 +243,7 @@ const PALETTE: [&str; 12] = [
 ];
 
 /// Plot area of the line charts, in pixels.
-const PLOT_W: f64 = 420.0;
+const PLOT_W: f64 = 390.0;
 const PLOT_H: f64 = 200.0;
 const PLOT_LEFT: f64 = 58.0;
 const PLOT_TOP: f64 = 12.0;
@@ -566,7 +566,7 @@ fn duration_text(s: f64) -> String {
     format!("{} s", tick_label(s))
 }
 
-const RUN_STYLE: &str = "body{font-family:sans-serif;max-width:64em;margin:1em auto;color:#222}\
+const RUN_STYLE: &str = "body{font-family:sans-serif;max-width:64em;margin:1em auto;padding:0 1em;color:#222}\
      table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px}\
      code{font-size:12px}pre{font-size:12px;background:#f7f7f7;padding:.5em;overflow-x:auto}\
      .charts{display:flex;flex-wrap:wrap;gap:1em}.note{color:#555;font-size:90%}\
@@ -600,7 +600,12 @@ pub fn run_html(report: &Report) -> String {
     if report.runs.iter().all(|r| r.charts.is_empty()) {
         out.push_str("<p class=\"note\">No per-job charts: the runs did not record them.</p>\n");
     }
-    let kinds = report.runs.iter().map(|r| r.charts.len()).max().unwrap_or(0);
+    let kinds = report
+        .runs
+        .iter()
+        .map(|r| r.charts.len())
+        .max()
+        .unwrap_or(0);
     for k in 0..kinds {
         let Some(first) = report.runs.iter().find_map(|r| r.charts.get(k)) else {
             continue;
@@ -682,8 +687,15 @@ fn results_table(report: &Report) -> String {
 /// The block layer's settings and each policy's tunables in force; the
 /// block settings once when every run had the same.
 fn settings_table(report: &Report) -> String {
-    let pairs = |m: Vec<String>| if m.is_empty() { "-".into() } else { m.join(", ") };
-    let block_of = |run: &RunReport| pairs(run.block.iter().map(|(k, v)| format!("{k}={v}")).collect());
+    let pairs = |m: Vec<String>| {
+        if m.is_empty() {
+            "-".into()
+        } else {
+            m.join(", ")
+        }
+    };
+    let block_of =
+        |run: &RunReport| pairs(run.block.iter().map(|(k, v)| format!("{k}={v}")).collect());
     let shared = report
         .runs
         .first()

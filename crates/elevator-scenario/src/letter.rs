@@ -181,6 +181,7 @@ pub fn run_letter(
             tunables: Vec::new(),
             trace: false,
             charts: false,
+            clock: None,
             check: false,
         };
         let mut d = DeviceLetter {

@@ -467,6 +467,7 @@ fn run_units(
                     tunables: options.tunables.clone(),
                     trace: false,
                     charts: options.charts,
+                    clock: None,
                     check: false,
                 };
                 let r = run(s, &opts, &mut |_| {}).map(Done::Policy);

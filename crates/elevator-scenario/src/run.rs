@@ -11,6 +11,8 @@ use elevator_sched::group::throttle::Throttle;
 use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::{DirectJob, Mix, Part};
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 /// Command-line choices that override the scenario's own.
 #[derive(Clone, Debug, Default)]
@@ -25,6 +27,10 @@ pub struct RunOptions {
     /// Keep per job the latency distribution and throughput timeline the
     /// HTML report draws (`RunReport::charts`); off, runs keep no series.
     pub charts: bool,
+    /// Where each run publishes its simulated time (nanoseconds) as it
+    /// goes, for a progress bar on another thread; results never depend
+    /// on it.
+    pub clock: Option<Arc<AtomicU64>>,
     /// Run every policy through the invariant checker (always on in builds
     /// with debug assertions).
     pub check: bool,
@@ -88,6 +94,7 @@ pub fn run(
                 Recording {
                     trace: options.trace,
                     charts: options.charts,
+                    clock: options.clock.clone(),
                 },
             )?;
             run.variant = variant.clone();
@@ -138,12 +145,14 @@ pub fn run_policy(
 }
 
 /// What a run records beyond its report.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Recording {
     /// The engine's decision trace.
     trace: bool,
     /// Per job latency distributions and throughput timelines.
     charts: bool,
+    /// The simulated time, published as the run goes.
+    clock: Option<Arc<AtomicU64>>,
 }
 
 /// [`run_policy`], recording what `record` asks for.
@@ -235,6 +244,9 @@ fn run_policy_traced(
     if record.charts {
         mix.record_series();
     }
+    if let Some(clock) = record.clock {
+        engine.publish_time(clock);
+    }
     let summary = engine.run(&mut mix);
     let trace = engine.take_trace();
 
@@ -311,9 +323,7 @@ const CDF_POINTS: usize = 120;
 fn job_charts(stats: &[JobStats]) -> Vec<JobChart> {
     let base = |name: &str| -> String {
         match name.rsplit_once('.') {
-            Some((b, n)) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => {
-                b.to_string()
-            }
+            Some((b, n)) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => b.to_string(),
             _ => name.to_string(),
         }
     };

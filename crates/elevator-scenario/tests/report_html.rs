@@ -95,7 +95,11 @@ fn every_chart_of_a_run_page_has_marks_axes_and_a_legend() {
         for run in &report.runs {
             assert!(chart.contains(&run.label()), "{} missing", run.label());
         }
-        let units = ["latency (ms, log scale)", "throughput (MB/s)", "simulated time (s)"];
+        let units = [
+            "latency (ms, log scale)",
+            "throughput (MB/s)",
+            "simulated time (s)",
+        ];
         assert!(
             units.iter().any(|u| chart.contains(u)),
             "no axis with its unit:\n{chart}"
@@ -116,7 +120,11 @@ fn timelines_hold_every_byte_and_recording_them_changes_no_result() {
     let charted = charted(&s);
     for (p, c) in plain.runs.iter().zip(&charted.runs) {
         assert!(p.charts.is_empty(), "charts kept without being asked");
-        assert_eq!(p.result, c.result, "{}: charts changed the result", p.scheduler);
+        assert_eq!(
+            p.result, c.result,
+            "{}: charts changed the result",
+            p.scheduler
+        );
         assert_eq!(p.jobs, c.jobs, "{}: charts changed the jobs", p.scheduler);
         // Each chart sums the jobs of its kind (`name` or `name.N`).
         for chart in &c.charts {
@@ -152,7 +160,10 @@ fn a_cut_run_is_marked_as_a_lower_bound() {
     let html = run_html(&report);
     assert_no_nan(&html);
     assert!(html.contains("<td class=\"cut\">&gt; "), "no lower bound");
-    assert!(html.contains("(cut)"), "charts' legends do not mark the cut");
+    assert!(
+        html.contains("(cut)"),
+        "charts' legends do not mark the cut"
+    );
     assert!(!charts(&html).is_empty());
 }
 
@@ -170,7 +181,10 @@ fn reproduce_links_each_scenario_page() {
     let link = format!("<a href=\"{}\">", scenario_page(SCENARIO));
     assert!(page.contains(&link), "no link {link}");
     let scenario = run_html(&r.reports[0]);
-    assert!(charts(&scenario).len() >= 6, "the linked page has the charts");
+    assert!(
+        charts(&scenario).len() >= 6,
+        "the linked page has the charts"
+    );
     // Without charts asked for, no link to a page that is not written.
     let plain = reproduce(
         &ReproduceOptions {
