@@ -566,7 +566,8 @@ fn duration_text(s: f64) -> String {
     format!("{} s", tick_label(s))
 }
 
-const RUN_STYLE: &str = "body{font-family:sans-serif;max-width:64em;margin:1em auto;padding:0 1em;color:#222}\
+const RUN_STYLE: &str =
+    "body{font-family:sans-serif;max-width:64em;margin:1em auto;padding:0 1em;color:#222}\
      table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px}\
      code{font-size:12px}pre{font-size:12px;background:#f7f7f7;padding:.5em;overflow-x:auto}\
      .charts{display:flex;flex-wrap:wrap;gap:1em}.note{color:#555;font-size:90%}\
