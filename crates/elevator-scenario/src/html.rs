@@ -388,8 +388,7 @@ fn line_chart(title: &str, axes: &Axes, lines: &[Line]) -> String {
         top + PLOT_H / 2.0,
         esc(&axes.y_label)
     );
-    let mut shown = 0;
-    for line in lines.iter().filter(|l| !l.points.is_empty()) {
+    for (shown, line) in lines.iter().filter(|l| !l.points.is_empty()).enumerate() {
         let points: Vec<String> = line
             .points
             .iter()
@@ -418,7 +417,6 @@ fn line_chart(title: &str, axes: &Axes, lines: &[Line]) -> String {
             ly + 3.5,
             esc(&line.label)
         );
-        shown += 1;
     }
     svg.push_str("</svg>");
     svg
