@@ -349,7 +349,14 @@ impl Axes {
 /// Lines without points are left out; the caller draws no chart at all
 /// when none has any (so every `svg.chart` has drawn marks).
 fn line_chart(title: &str, axes: &Axes, lines: &[Line]) -> String {
-    let legend_rows = lines.len().div_ceil(3);
+    // Three legend columns, two when labels are long (sweep points).
+    let longest = lines
+        .iter()
+        .map(|l| l.label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let columns = if longest > 20 { 2 } else { 3 };
+    let legend_rows = lines.len().div_ceil(columns);
     let width = PLOT_LEFT + PLOT_W + PLOT_RIGHT;
     let height = PLOT_TOP + PLOT_H + PLOT_BOTTOM + 16.0 * legend_rows as f64;
     let mut svg = String::new();
@@ -406,8 +413,8 @@ fn line_chart(title: &str, axes: &Axes, lines: &[Line]) -> String {
             points.join(" "),
             esc(&line.label)
         );
-        let lx = left + (shown % 3) as f64 * (PLOT_W / 3.0);
-        let ly = bottom + PLOT_BOTTOM + 4.0 + (shown / 3) as f64 * 16.0;
+        let lx = left + (shown % columns) as f64 * (PLOT_W / columns as f64);
+        let ly = bottom + PLOT_BOTTOM + 4.0 + (shown / columns) as f64 * 16.0;
         let _ = write!(
             svg,
             r#"<line x1="{lx:.0}" x2="{:.0}" y1="{ly:.0}" y2="{ly:.0}" stroke="{}" stroke-width="2.5"{dash}/><text x="{:.0}" y="{:.0}" font-size="10">{}</text>"#,
