@@ -45,7 +45,7 @@ enum Command {
         seed: Option<u64>,
         /// Tunable override, POLICY.TUNABLE=VALUE (repeatable); `block.NAME=VALUE`
         /// sets the block layer (nr_requests, batch_requests, steal, inflight_limit and max_sectors in
-        /// bytes, restart_before_wakeup).
+        /// bytes, restart_before_wakeup; 0/1 for 2.6.32's sync_lists, congestion, plugging).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
         /// Write the decision trace to FILE: one blkparse-like line per insert, merge,
@@ -1010,6 +1010,24 @@ fn show_block(out: &mut Vec<u8>) -> Result<()> {
             u8::from(d.restart_before_wakeup).to_string(),
             "0/1".into(),
             "a completion starts the next request before it wakes the submitter (2.4 IDE)".into(),
+        ],
+        [
+            "sync_lists".into(),
+            u8::from(d.sync_lists).to_string(),
+            "0/1".into(),
+            "2.6.30+ allocation: sync/async lists, ioc batching, may_queue (linux-2.6.32)".into(),
+        ],
+        [
+            "congestion".into(),
+            u8::from(d.congestion).to_string(),
+            "0/1".into(),
+            "the lists' congestion bits (113/103 of 128) stop writeback (linux-2.6.32)".into(),
+        ],
+        [
+            "plugging".into(),
+            u8::from(d.plugging.is_some()).to_string(),
+            "0/1".into(),
+            "plug an empty queue; unplug at 4 queued or after 3 ms (linux-2.6.32)".into(),
         ],
     ]
     .into_iter()

@@ -49,6 +49,8 @@ fn list_names_policies_devices_and_scenarios() {
         ("Devices", "ide-2003"),
         ("Devices", "ssd-sata-2016"),
         ("Scenarios", "ten-streaming-readers"),
+        ("Scenarios", "io-throttle-2009-seq-vs-seq"),
+        ("Scenarios", "io-throttle-2009-rand-vs-rand-unlimited"),
     ] {
         assert!(
             block(heading).iter().any(|n| n == name),

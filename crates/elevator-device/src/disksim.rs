@@ -71,8 +71,10 @@ pub struct Imported {
     pub warnings: Vec<String>,
 }
 
+/// A DiskSim file from disk, capped as a profile is (DiskSim's own files
+/// are a few kilobytes; a FIFO or `/dev/zero` is refused).
 fn read(path: &Path) -> Result<String, ImportError> {
-    std::fs::read_to_string(path).map_err(|e| ImportError {
+    elevator_core::read_input(path, crate::MAX_PROFILE_BYTES).map_err(|e| ImportError {
         file: path.display().to_string(),
         line: 0,
         key: "file".into(),
@@ -206,6 +208,16 @@ fn is_zero(v: &str) -> bool {
 
 /// Import the drive that `parv` instantiates.
 pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
+    import_disksim_with(parv, &read)
+}
+
+/// As [`import_disksim`], reading the `.parv` and the files it names
+/// (`.diskspecs`, `.model`, `.seek`, in that order) through `read`: the
+/// fuzz target feeds them from memory.
+pub fn import_disksim_with(
+    parv: &Path,
+    read: &dyn Fn(&Path) -> Result<String, ImportError>,
+) -> Result<Imported, ImportError> {
     let dir = parv
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
@@ -445,10 +457,22 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
             model.used[i] = true;
         }
     }
-    let sectors: u64 = rows
+    // Cylinders × blocks per track × surfaces, summed over zones: numbers
+    // no drive has can overflow it, and then the file is wrong, not us.
+    let sectors = rows
         .iter()
-        .map(|r| u64::from(r[0]) * u64::from(r[1]) * surfaces as u64)
-        .sum();
+        .try_fold(0u64, |sum, r| {
+            u64::from(r[0])
+                .checked_mul(u64::from(r[1]))?
+                .checked_mul(surfaces as u64)?
+                .checked_add(sum)
+        })
+        .ok_or_else(|| ImportError {
+            file: model_name.clone(),
+            line: 0,
+            key: "Blocks per track".into(),
+            message: "the zones hold more than 2^64 sectors".into(),
+        })?;
     let _ = writeln!(
         t,
         "[layout]\n# {}'s {} zones (dm_layout_g1), outer first: [cylinders (last - first + 1), \
@@ -466,28 +490,55 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
     }
     let _ = writeln!(t, "]\n");
 
-    // Controller overheads: the ones after a read of the same kind.
+    // Controller overheads (disksim_diskctlr.c): per command kind, after
+    // a read and after a write; writes pay the "hit" ones when buffered
+    // (`Fast write level` > 0), the "miss" ones when not.
     let (fast_write, fw_src) = disk.get_or("Fast write level", 0.0)?;
     let write_cache = fast_write > 0.0;
-    let (rm, rm_src) = disk.get(&spec_name, "Read miss over. after read")?;
-    let (rh, rh_src) = disk.get(&spec_name, "Read hit over. after read")?;
-    let write_key = if write_cache {
-        "Write hit over. after read"
-    } else {
-        "Write miss over. after read"
-    };
-    let (w, w_src) = disk.get(&spec_name, write_key)?;
-    let _ = writeln!(t, "[controller]\n# {rm_src}.\nread_miss_overhead_ms = {rm}");
-    let _ = writeln!(t, "# {rh_src}.\nread_hit_overhead_ms = {rh}");
+    let write_kind = if write_cache { "hit" } else { "miss" };
     let _ = writeln!(
         t,
-        "# {w_src} ({}).\nwrite_overhead_ms = {w}\n",
+        "[controller]\n# Writes {}.",
         if write_cache {
-            "writes are buffered, so they hit"
+            "are buffered, so they pay the write-hit overheads"
         } else {
-            "no write caching, so writes miss"
+            "are not cached, so they pay the write-miss overheads"
         }
     );
+    for (key, disksim) in [
+        (
+            "read_miss_overhead_ms",
+            "Read miss over. after read".to_string(),
+        ),
+        (
+            "read_miss_overhead_after_write_ms",
+            "Read miss over. after write".into(),
+        ),
+        ("read_hit_overhead_ms", "Read hit over. after read".into()),
+        (
+            "read_hit_overhead_after_write_ms",
+            "Read hit over. after write".into(),
+        ),
+        (
+            "write_overhead_ms",
+            format!("Write {write_kind} over. after read"),
+        ),
+        (
+            "write_overhead_after_write_ms",
+            format!("Write {write_kind} over. after write"),
+        ),
+    ] {
+        let (v, src) = disk.get(&spec_name, &disksim)?;
+        let _ = writeln!(t, "# {src}.\n{key} = {v}");
+    }
+    for (key, disksim) in [
+        ("read_completion_ms", "Read completion overhead"),
+        ("write_completion_ms", "Write completion overhead"),
+    ] {
+        let (v, src) = disk.get_or(disksim, 0.0)?;
+        let _ = writeln!(t, "# {src}.\n{key} = {v}");
+    }
+    let _ = writeln!(t);
 
     // Cache.
     let (segments, seg_src) = disk.get(&spec_name, "Number of buffer segments")?;
@@ -518,6 +569,17 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
         "# One segment ({size_src}; at least max_sectors).\n\
          write_buffer_sectors = {wb}\n# {ws_src}.\nwrite_buffer_runs = {}",
         write_segs.max(1.0) as u32
+    );
+
+    // When read data may start across the bus (disksim_diskctlr.c,
+    // `readwater`, `reqwater`).
+    let (water, water_src) = disk.get_or("High (read) water mark", 0.0)?;
+    let (by_size, by_size_src) = disk.get_or("Set watermark by reqsize", 1.0)?;
+    let _ = writeln!(
+        t,
+        "# {water_src}.\nread_watermark = {water}\n# {by_size_src}.\n\
+         watermark_by_request_size = {}",
+        by_size != 0.0
     );
 
     // Everything else that is set is a warning.

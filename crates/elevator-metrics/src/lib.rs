@@ -8,12 +8,14 @@
 //! Invariant: reports are pure functions of the recorded numbers; rendering
 //! never consults anything else, so equal runs print equal bytes.
 
+mod calls;
 pub mod fio;
 mod latency;
 mod report;
 pub mod series;
 pub mod text;
 
+pub use calls::{CallSamples, CallSummary};
 pub use latency::LatencyStats;
 pub use report::{DeviceReport, GroupReport, JobChart, JobReport, Report, ResultValue, RunReport};
 pub use series::Throughput;
@@ -41,6 +43,11 @@ pub struct JobStats {
     /// Bytes completed per interval of simulated time, kept only when a
     /// report asks for it ([`JobStats::record_series`]).
     pub series: Option<Throughput>,
+    /// Every timed system call's duration, by call (see [`CallSamples`]).
+    pub calls: CallSamples,
+    /// What the program printed, in its own layout (tiotest's tables,
+    /// fsync-tester's `fsync time` lines), one line each.
+    pub output: Vec<String>,
 }
 
 impl JobStats {
@@ -57,6 +64,8 @@ impl JobStats {
             extra: BTreeMap::new(),
             errors: 0,
             series: None,
+            calls: CallSamples::default(),
+            output: Vec::new(),
         }
     }
 
@@ -113,6 +122,8 @@ impl JobStats {
             pct_over_10s: lat.percent_over(Duration::from_secs(10)),
             extra: self.extra.clone(),
             errors: self.errors,
+            calls: self.calls.summaries(),
+            output: self.output.clone(),
         }
     }
 }

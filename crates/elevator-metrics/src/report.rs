@@ -73,6 +73,12 @@ pub struct JobReport {
     /// I/Os that failed (injected device faults).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub errors: u64,
+    /// Per-call samples of the timed system calls, by call.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub calls: BTreeMap<String, crate::CallSummary>,
+    /// The program's own printed output, one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -164,6 +170,11 @@ pub struct Report {
     /// of Brunelle's 2009 priority tables); not part of the JSON.
     #[serde(skip)]
     pub per_job_kib: bool,
+    /// The table's per-group section has one row per run with each
+    /// group's MB/s and IOPS side by side (the layout of the 2009 group
+    /// controller tables); not part of the JSON.
+    #[serde(skip)]
+    pub per_group_wide: bool,
 }
 
 impl RunReport {
@@ -287,7 +298,27 @@ impl Report {
         }
         columns(&mut out, &rows);
 
-        if self.runs.iter().any(|r| !r.groups.is_empty()) {
+        if self.per_group_wide && self.runs.iter().any(|r| !r.groups.is_empty()) {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "per group, MB/s and IOPS");
+            let mut header = vec!["run".to_string()];
+            for g in &first.groups {
+                header.push(format!("{} tasks", g.name));
+                header.push(format!("{} MB/s", g.name));
+                header.push(format!("{} IOPS", g.name));
+            }
+            let mut rows = vec![header];
+            for run in &self.runs {
+                let mut row = vec![run.label()];
+                for g in &run.groups {
+                    row.push(g.tasks.to_string());
+                    row.push(format!("{:.2}", g.mb_s));
+                    row.push(format!("{:.0}", g.iops));
+                }
+                rows.push(row);
+            }
+            columns(&mut out, &rows);
+        } else if self.runs.iter().any(|r| !r.groups.is_empty()) {
             let _ = writeln!(out);
             let _ = writeln!(out, "per group");
             let mut rows = vec![[
@@ -386,6 +417,7 @@ impl Report {
                 for e in extras {
                     let _ = writeln!(out, "{e}");
                 }
+                calls_and_output(&mut out, run);
             }
         }
 
@@ -460,5 +492,38 @@ fn csv(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
+    }
+}
+
+/// The per-call samples of every job that timed its calls, then each job's
+/// own printed output as the tool laid it out.
+fn calls_and_output(out: &mut String, run: &RunReport) {
+    let mut rows = vec![["job", "call", "count", "median ms", "p90 ms", "max ms"]
+        .map(String::from)
+        .to_vec()];
+    for j in &run.jobs {
+        for (call, c) in &j.calls {
+            rows.push(vec![
+                j.name.clone(),
+                call.clone(),
+                c.count.to_string(),
+                // Buffered calls take microseconds, fsyncs seconds.
+                format!("{:.3}", c.median_ms),
+                format!("{:.3}", c.p90_ms),
+                format!("{:.3}", c.max_ms),
+            ]);
+        }
+    }
+    if rows.len() > 1 {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "per-call samples, {}", run.label());
+        columns(out, &rows);
+    }
+    for j in run.jobs.iter().filter(|j| !j.output.is_empty()) {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{} as the tool prints it, {}", j.name, run.label());
+        for line in &j.output {
+            let _ = writeln!(out, "{line}");
+        }
     }
 }
