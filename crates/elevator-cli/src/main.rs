@@ -1094,6 +1094,18 @@ fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
         .collect();
     text.push_str("\nDevices (--device NAME, or a profile file):\n");
     elevator_metrics::text::columns(&mut text, &devices);
+    let programs: Vec<Vec<String>> = elevator_host::process::PROGRAMS
+        .iter()
+        .map(|t| {
+            let keys: Vec<String> = t.keys.iter().map(|k| k.describe()).collect();
+            vec![
+                t.name.into(),
+                format!("{}; keys {}", t.about, keys.join(" ")),
+            ]
+        })
+        .collect();
+    text.push_str("\nHost programs ([[process]] kind = NAME; key! required, key=default):\n");
+    elevator_metrics::text::columns(&mut text, &programs);
     let scenarios: Vec<Vec<String>> = elevator_scenario::builtins()
         .iter()
         .map(|(name, about)| vec![(*name).into(), about.clone()])

@@ -46,6 +46,8 @@ fn list_names_policies_devices_and_scenarios() {
         ("Policies", "noop"),
         ("Policies", "deadline"),
         ("Group layers", "io.max"),
+        ("Host programs", "tiotest"),
+        ("Host programs", "fsync-tester"),
         ("Devices", "ide-2003"),
         ("Devices", "ssd-sata-2016"),
         ("Scenarios", "ten-streaming-readers"),
