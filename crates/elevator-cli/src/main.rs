@@ -52,6 +52,10 @@ enum Command {
         /// dispatch (with the policy's reason), wait and completion, per policy.
         #[arg(long, value_name = "FILE")]
         trace: Option<std::path::PathBuf>,
+        /// Also write DIR/index.html: the settings in force, the results and tables, and per
+        /// job a latency CDF and a throughput timeline of every policy (inline SVG, no network).
+        #[arg(long, value_name = "DIR")]
+        report: Option<std::path::PathBuf>,
         /// table: the comparison for a terminal; json: the stable schema of
         /// docs/report-schema.md (fio's JSON for job files); csv: one row per policy and
         /// job. `--output-format` as fio spells it.
@@ -166,7 +170,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         expectations: Option<std::path::PathBuf>,
         /// Also write DIR/reproduce.html: per table a bar chart (inline SVG) of ours
-        /// beside the published figures, the figures and the verdict; no network needed.
+        /// beside the published figures, the figures and the verdict, linking to
+        /// DIR/SCENARIO.html with each scenario's latency CDFs and throughput timelines.
         #[arg(long, value_name = "DIR")]
         report: Option<std::path::PathBuf>,
         /// table: text for a terminal; json: every table with its verdict; markdown: the
@@ -369,6 +374,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 jobs: jobs.unwrap_or(0),
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
                 device,
+                charts: report.is_some(),
             };
             if jobs == Some(0) {
                 bail!("--jobs 0: need at least one thread");
@@ -516,6 +522,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             seed,
             set,
             trace,
+            report,
             format,
             engine,
             target,
@@ -553,12 +560,20 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 seed,
                 tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
                 trace: trace.is_some(),
+                charts: report.is_some(),
+                clock: None,
                 check,
             };
+            let dir = report;
             let report = run_with_progress(&scenario, &options)?;
             if let Some(path) = trace {
                 std::fs::write(&path, report.trace_text())
                     .with_context(|| format!("--trace: writing {}", path.display()))?;
+            }
+            if let Some(dir) = dir {
+                let page = dir.join("index.html");
+                write_page(&page, &elevator_scenario::html::run_html(&report))?;
+                eprintln!("report: wrote {}", page.display());
             }
             let text = match format {
                 Format::Table => report.to_table(),
@@ -707,12 +722,17 @@ fn reproduce(
         ReproduceFormat::Markdown => out.extend_from_slice(result.to_markdown().as_bytes()),
     }
     if let Some(dir) = report {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("--report: creating {}", dir.display()))?;
+        for scenario in &result.reports {
+            let page = dir.join(elevator_scenario::html::scenario_page(&scenario.scenario));
+            write_page(&page, &elevator_scenario::html::run_html(scenario))?;
+        }
         let page = dir.join("reproduce.html");
-        std::fs::write(&page, elevator_scenario::html::reproduction_html(&result))
-            .with_context(|| format!("--report: writing {}", page.display()))?;
-        eprintln!("report: wrote {}", page.display());
+        write_page(&page, &elevator_scenario::html::reproduction_html(&result))?;
+        eprintln!(
+            "report: wrote {} and {} scenario pages beside it",
+            page.display(),
+            result.reports.len()
+        );
     }
     if let Some(committed) = committed {
         let problems = committed.check(&result);
@@ -829,18 +849,35 @@ fn parse_set(s: &str) -> Result<(String, String, i64)> {
     Ok((policy.trim().to_string(), tunable.trim().to_string(), value))
 }
 
-/// Run, with a progress bar on a terminal once the run has taken a second.
+/// Write one `--report` page, creating its directory.
+fn write_page(page: &std::path::Path, html: &str) -> Result<()> {
+    if let Some(dir) = page.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--report: creating {}", dir.display()))?;
+    }
+    std::fs::write(page, html).with_context(|| format!("--report: writing {}", page.display()))
+}
+
+/// Run, with a progress bar on a terminal once the run has taken a second:
+/// per policy, moving within each run as its simulated time advances
+/// (the engine publishes it, a ticker thread reads it five times a second),
+/// so a policy that simulates for minutes does not look frozen.
 fn run_with_progress(
     scenario: &Scenario,
     options: &RunOptions,
 ) -> Result<elevator_metrics::Report> {
-    let total = options
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    /// Bar units per policy: the fraction of one run's time limit done.
+    const STEPS: u64 = 1000;
+    let policies: Vec<String> = options
         .schedulers
-        .as_ref()
-        .map_or(scenario.schedulers.len(), Vec::len);
-    let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::hidden());
+        .clone()
+        .unwrap_or_else(|| scenario.schedulers.clone());
+    let runs = policies.len() * scenario.sweep_points();
+    let bar =
+        ProgressBar::with_draw_target(Some(runs as u64 * STEPS), ProgressDrawTarget::hidden());
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} policies, {elapsed}")
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {elapsed}")
             .expect("valid template")
             .progress_chars("=> "),
     );
@@ -854,10 +891,40 @@ fn run_with_progress(
             bar.set_draw_target(ProgressDrawTarget::stderr());
         }
     };
-    let report = elevator_scenario::run(scenario, options, &mut |run| {
-        bar.inc(1);
-        bar.set_message(format!("{}: {} done", scenario.name, run.scheduler));
-        show(&bar);
+    let clock = std::sync::Arc::new(AtomicU64::new(0));
+    let done = AtomicUsize::new(0);
+    let finished = AtomicBool::new(false);
+    let limit = scenario.time_limit.nanos().max(1);
+    let options = RunOptions {
+        clock: interactive.then(|| clock.clone()),
+        ..options.clone()
+    };
+    let report = std::thread::scope(|scope| {
+        if interactive {
+            scope.spawn(|| {
+                while !finished.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    let i = done.load(Ordering::Relaxed);
+                    let now = clock.load(Ordering::Relaxed);
+                    let within = (now.min(limit) as f64 / limit as f64 * STEPS as f64) as u64;
+                    bar.set_position(i as u64 * STEPS + within.min(STEPS - 1));
+                    bar.set_message(format!(
+                        "{}: {} at {:.1} s simulated ({}/{runs})",
+                        scenario.name,
+                        policies[i % policies.len().max(1)],
+                        now as f64 / 1e9,
+                        (i + 1).min(runs)
+                    ));
+                    show(&bar);
+                }
+            });
+        }
+        let report = elevator_scenario::run(scenario, &options, &mut |_| {
+            clock.store(0, Ordering::Relaxed);
+            done.fetch_add(1, Ordering::Relaxed);
+        });
+        finished.store(true, Ordering::Relaxed);
+        report
     })?;
     bar.finish_and_clear();
     Ok(report)

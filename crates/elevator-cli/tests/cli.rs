@@ -345,3 +345,47 @@ fn list_tunables_and_show_print_kernel_names_defaults_units_and_meaning() {
     assert_eq!(code, 2);
     assert!(err.contains("unknown policy"), "{err}");
 }
+
+#[test]
+fn run_and_reproduce_write_report_pages_with_their_charts() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-pages");
+    let _ = std::fs::remove_dir_all(&dir);
+    let scenario = "morton-2-streaming-write-vs-interactivity";
+    let run_dir = dir.join("run");
+    let (code, out, err) = elevator(&[
+        "run",
+        scenario,
+        "--sched",
+        "deadline,anticipatory",
+        "--report",
+        run_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("report: wrote"), "{err}");
+    let page = std::fs::read_to_string(run_dir.join("index.html")).expect("index.html");
+    // A CDF and a timeline for pdflush, the writer and the xterm.
+    assert_eq!(page.matches("<svg class=\"chart\"").count(), 6, "{page}");
+    assert!(page.contains("anticipatory") && page.contains("antic_expire="));
+    // The text report on the page is the one printed.
+    let first = out.lines().next().expect("a table");
+    assert!(page.contains(first), "{first}");
+
+    let rep_dir = dir.join("reproduce");
+    let (code, _, err) = elevator(&[
+        "reproduce",
+        "--only",
+        scenario,
+        "--report",
+        rep_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let index = std::fs::read_to_string(rep_dir.join("reproduce.html")).expect("reproduce.html");
+    let link = format!("href=\"{scenario}.html\"");
+    assert!(index.contains(&link), "{index}");
+    let linked =
+        std::fs::read_to_string(rep_dir.join(format!("{scenario}.html"))).expect("the linked page");
+    assert!(linked.matches("<svg class=\"chart\"").count() >= 6);
+    for html in [&page, &index, &linked] {
+        assert!(!html.contains("NaN"), "NaN on a page");
+    }
+}

@@ -663,7 +663,7 @@ impl Host {
                     p.last = SysResult { ret, latency };
                     match (kind, ret) {
                         (Some(read), Ret::Bytes(n)) => {
-                            self.rows[p.row].stats.record(read, n, latency);
+                            self.rows[p.row].stats.record(now, read, n, latency);
                         }
                         // The report counts each error its process saw.
                         (_, Ret::Err(errno)) => {
@@ -2106,6 +2106,7 @@ impl Host {
         if tag.issuer == Issuer::Flusher {
             let stats = &mut self.rows[self.pdflush_row].stats;
             stats.record(
+                done.completed,
                 false,
                 tag.pages * PAGE_SIZE,
                 done.completed.since(done.submitted),
@@ -2380,5 +2381,9 @@ impl Part for Host {
             }
         }
         out
+    }
+
+    fn stats_mut(&mut self) -> Vec<&mut JobStats> {
+        self.rows.iter_mut().map(|r| &mut r.stats).collect()
     }
 }

@@ -77,6 +77,35 @@ impl LatencyStats {
         }
     }
 
+    /// The distribution as `(latency, fraction of samples at or below it)`
+    /// points, from the histogram's own buckets (HdrHistogram's
+    /// `iter_recorded`, 3 significant digits), thinned to at most `points`
+    /// steps but always keeping the last (the maximum, fraction 1). Empty
+    /// when nothing was recorded.
+    pub fn cdf(&self, points: usize) -> Vec<(Duration, f64)> {
+        let total = self.hist.len();
+        if total == 0 {
+            return Vec::new();
+        }
+        let steps: Vec<(u64, u64)> = self
+            .hist
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_since_last_iteration()))
+            .scan(0u64, |seen, (value, count)| {
+                *seen += count;
+                Some((value.min(self.max_ns), *seen))
+            })
+            .collect();
+        let stride = steps.len().div_ceil(points.max(1));
+        let last = steps.len() - 1;
+        steps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % stride == stride - 1 || *i == last)
+            .map(|(_, &(value, seen))| (Duration(value), seen as f64 / total as f64))
+            .collect()
+    }
+
     /// Percentage of samples strictly longer than the 2 s or 10 s threshold
     /// (other thresholds fall back to the histogram).
     pub fn percent_over(&self, threshold: Duration) -> f64 {
@@ -120,5 +149,21 @@ mod tests {
         assert!((50.0..53.0).contains(&p50), "{p50}");
         assert!((l.percent_over(Duration::from_secs(2)) - 200.0 / 102.0).abs() < 1e-9);
         assert!((l.percent_over(Duration::from_secs(10)) - 100.0 / 102.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cdf_rises_to_one_at_the_maximum() {
+        let mut l = LatencyStats::new();
+        assert!(l.cdf(50).is_empty());
+        for ms in 1..=1000 {
+            l.record(Duration::from_millis(ms));
+        }
+        let cdf = l.cdf(50);
+        assert!(cdf.len() <= 51 && cdf.len() >= 40, "{}", cdf.len());
+        assert!(cdf.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+        assert_eq!(*cdf.last().unwrap(), (Duration::from_millis(1000), 1.0));
+        // Half the samples lie at or below about 500 ms.
+        let half = cdf.iter().find(|p| p.1 >= 0.5).unwrap().0.as_millis_f64();
+        assert!((490.0..530.0).contains(&half), "{half}");
     }
 }

@@ -12,11 +12,13 @@ mod calls;
 pub mod fio;
 mod latency;
 mod report;
+pub mod series;
 pub mod text;
 
 pub use calls::{CallSamples, CallSummary};
 pub use latency::LatencyStats;
-pub use report::{DeviceReport, GroupReport, JobReport, Report, ResultValue, RunReport};
+pub use report::{DeviceReport, GroupReport, JobChart, JobReport, Report, ResultValue, RunReport};
+pub use series::Throughput;
 
 use elevator_core::{Duration, Instant};
 use std::collections::BTreeMap;
@@ -38,6 +40,9 @@ pub struct JobStats {
     pub extra: BTreeMap<String, f64>,
     /// I/Os that failed (the device's EIO or timeout reached this job).
     pub errors: u64,
+    /// Bytes completed per interval of simulated time, kept only when a
+    /// report asks for it ([`JobStats::record_series`]).
+    pub series: Option<Throughput>,
     /// Every timed system call's duration, by call (see [`CallSamples`]).
     pub calls: CallSamples,
     /// What the program printed, in its own layout (tiotest's tables,
@@ -58,13 +63,22 @@ impl JobStats {
             disk_time: Duration::ZERO,
             extra: BTreeMap::new(),
             errors: 0,
+            series: None,
             calls: CallSamples::default(),
             output: Vec::new(),
         }
     }
 
-    /// Record one completed I/O of `bytes` that took `latency`.
-    pub fn record(&mut self, read: bool, bytes: u64, latency: Duration) {
+    /// From now on, keep the throughput timeline too.
+    pub fn record_series(&mut self) {
+        self.series.get_or_insert_with(Throughput::new);
+    }
+
+    /// Record one I/O of `bytes` that completed at `now` and took `latency`.
+    pub fn record(&mut self, now: Instant, read: bool, bytes: u64, latency: Duration) {
+        if let Some(series) = &mut self.series {
+            series.record(now, read, bytes);
+        }
         if read {
             self.read_bytes += bytes;
         } else {

@@ -4,6 +4,7 @@
 //! are only ever added, never renamed or removed.
 
 use crate::text::{columns, wrap, WIDTH};
+use crate::Throughput;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -137,6 +138,24 @@ pub struct RunReport {
     /// The engine's decision trace, when asked for (`--trace`).
     #[serde(skip)]
     pub trace: Option<String>,
+    /// What the HTML report charts, per job, when asked for (`--report`).
+    #[serde(skip)]
+    pub charts: Vec<JobChart>,
+}
+
+/// One job's (or one set of identical jobs') latency distribution and
+/// throughput timeline, for the report's charts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobChart {
+    /// The job's name; identical jobs `name.0`, `name.1`... are one chart.
+    pub name: String,
+    /// How many jobs the chart sums.
+    pub jobs: usize,
+    /// `(latency in ms, fraction of I/Os at or below it)`, rising to 1;
+    /// empty when the job completed no I/O.
+    pub cdf: Vec<(f64, f64)>,
+    /// Bytes completed per interval of simulated time.
+    pub throughput: Throughput,
 }
 
 /// A scenario run under one or more policies.

@@ -180,6 +180,8 @@ pub fn run_letter(
             seed: options.seed,
             tunables: Vec::new(),
             trace: false,
+            charts: false,
+            clock: None,
             check: false,
         };
         let mut d = DeviceLetter {

@@ -244,6 +244,16 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// How many variants a run of this scenario has per policy: one per
+    /// sweep point, or one.
+    pub fn sweep_points(&self) -> usize {
+        match &self.sweep {
+            None => 1,
+            Some(Sweep::Count { counts, .. }) => counts.len(),
+            Some(Sweep::InflightLimit(limits)) => limits.len(),
+        }
+    }
+
     /// Parse and validate scenario `text` read from `file`.
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
         if text.len() > MAX_SCENARIO_BYTES {

@@ -324,6 +324,9 @@ pub struct ReproduceOptions {
     /// Another device for the scenarios (not the letter, which names its
     /// devices), e.g. a perturbed profile.
     pub device: Option<String>,
+    /// Keep what the HTML report charts (latency CDFs, throughput
+    /// timelines) for every scenario run; the letter's 88 runs are tables.
+    pub charts: bool,
 }
 
 /// The name `reproduce` gives the letter on a device.
@@ -463,6 +466,8 @@ fn run_units(
                     seed: None,
                     tunables: options.tunables.clone(),
                     trace: false,
+                    charts: options.charts,
+                    clock: None,
                     check: false,
                 };
                 let r = run(s, &opts, &mut |_| {}).map(Done::Policy);

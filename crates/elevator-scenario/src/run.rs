@@ -3,7 +3,8 @@
 use crate::{Scenario, ScenarioError, Sweep};
 use elevator_core::{GroupId, Instant, QueueLimits, SECTOR_SIZE};
 use elevator_metrics::{
-    DeviceReport, GroupReport, JobStats, LatencyStats, Report, ResultValue, RunReport,
+    DeviceReport, GroupReport, JobChart, JobStats, LatencyStats, Report, ResultValue, RunReport,
+    Throughput,
 };
 use elevator_sched::group::iocost::IoCost;
 use elevator_sched::group::latency::LatencyLimiter;
@@ -11,6 +12,8 @@ use elevator_sched::group::throttle::Throttle;
 use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::{DirectJob, Mix, Part};
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 /// Command-line choices that override the scenario's own.
 #[derive(Clone, Debug, Default)]
@@ -22,6 +25,13 @@ pub struct RunOptions {
     pub tunables: Vec<(String, String, i64)>,
     /// Record each run's decision trace (`RunReport::trace`).
     pub trace: bool,
+    /// Keep per job the latency distribution and throughput timeline the
+    /// HTML report draws (`RunReport::charts`); off, runs keep no series.
+    pub charts: bool,
+    /// Where each run publishes its simulated time (nanoseconds) as it
+    /// goes, for a progress bar on another thread; results never depend
+    /// on it.
+    pub clock: Option<Arc<AtomicU64>>,
     /// Run every policy through the invariant checker (always on in builds
     /// with debug assertions).
     pub check: bool,
@@ -82,7 +92,11 @@ pub fn run(
                 seed,
                 &options.tunables,
                 options.check,
-                options.trace,
+                Recording {
+                    trace: options.trace,
+                    charts: options.charts,
+                    clock: options.clock.clone(),
+                },
             )?;
             run.variant = variant.clone();
             progress(&run);
@@ -121,10 +135,29 @@ pub fn run_policy(
     overrides: &[(String, String, i64)],
     check: bool,
 ) -> Result<RunReport, ScenarioError> {
-    run_policy_traced(scenario, policy, device, seed, overrides, check, false)
+    run_policy_traced(
+        scenario,
+        policy,
+        device,
+        seed,
+        overrides,
+        check,
+        Recording::default(),
+    )
 }
 
-/// [`run_policy`], recording the engine's decision trace when `trace`.
+/// What a run records beyond its report.
+#[derive(Clone, Debug, Default)]
+struct Recording {
+    /// The engine's decision trace.
+    trace: bool,
+    /// Per job latency distributions and throughput timelines.
+    charts: bool,
+    /// The simulated time, published as the run goes.
+    clock: Option<Arc<AtomicU64>>,
+}
+
+/// [`run_policy`], recording what `record` asks for.
 fn run_policy_traced(
     scenario: &Scenario,
     policy: &str,
@@ -132,7 +165,7 @@ fn run_policy_traced(
     seed: u64,
     overrides: &[(String, String, i64)],
     check: bool,
-    trace: bool,
+    record: Recording,
 ) -> Result<RunReport, ScenarioError> {
     let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
     let sched_type = elevator_sched::find(policy).ok_or_else(|| {
@@ -217,8 +250,14 @@ fn run_policy_traced(
         seed,
         overrides,
     ));
-    if trace {
+    if record.trace {
         engine.enable_trace();
+    }
+    if record.charts {
+        mix.record_series();
+    }
+    if let Some(clock) = record.clock {
+        engine.publish_time(clock);
     }
     let summary = engine.run(&mut mix);
     let trace = engine.take_trace();
@@ -278,7 +317,61 @@ fn run_policy_traced(
         },
         jobs,
         trace,
+        charts: if record.charts {
+            job_charts(&stats)
+        } else {
+            Vec::new()
+        },
     })
+}
+
+/// Points per latency CDF: enough for a smooth curve, few enough that a
+/// page of 24 scenarios stays small.
+const CDF_POINTS: usize = 120;
+
+/// Per job its latency distribution and throughput timeline; identical
+/// jobs (`random.0`, `random.1`, ... of one `count = N` job) summed into
+/// one, as a reader compares kinds of job, not instances.
+fn job_charts(stats: &[JobStats]) -> Vec<JobChart> {
+    let base = |name: &str| -> String {
+        match name.rsplit_once('.') {
+            Some((b, n)) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => b.to_string(),
+            _ => name.to_string(),
+        }
+    };
+    let mut kinds: Vec<(String, Vec<&JobStats>)> = Vec::new();
+    for s in stats {
+        let b = base(&s.name);
+        match kinds.iter_mut().find(|(k, _)| *k == b) {
+            Some((_, v)) => v.push(s),
+            None => kinds.push((b, vec![s])),
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|(name, members)| {
+            let mut latency = LatencyStats::new();
+            let mut throughput = Throughput::new();
+            for m in &members {
+                latency.merge(&m.latency);
+                throughput.merge(m.series.as_ref().expect("series recorded for charts"));
+            }
+            JobChart {
+                name: if members.len() == 1 {
+                    members[0].name.clone()
+                } else {
+                    name
+                },
+                jobs: members.len(),
+                cdf: latency
+                    .cdf(CDF_POINTS)
+                    .into_iter()
+                    .map(|(d, f)| (d.as_millis_f64(), f))
+                    .collect(),
+                throughput,
+            }
+        })
+        .collect()
 }
 
 /// The block layer's settings as `--set block.NAME=VALUE` names them, and

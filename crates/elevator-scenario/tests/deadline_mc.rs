@@ -75,8 +75,12 @@ impl Workload for FsyncBursts {
             return;
         }
         let took = io.now().since(self.burst_started);
-        self.stats
-            .record(false, u64::from(self.burst) * 8 * SECTOR_SIZE, took);
+        self.stats.record(
+            io.now(),
+            false,
+            u64::from(self.burst) * 8 * SECTOR_SIZE,
+            took,
+        );
         self.done += 1;
         if self.done < self.bursts {
             io.wake_at(io.now() + self.pause, 0);
@@ -100,6 +104,9 @@ impl Part for FsyncBursts {
     }
     fn stats(&self) -> Vec<JobStats> {
         vec![self.stats.clone()]
+    }
+    fn stats_mut(&mut self) -> Vec<&mut JobStats> {
+        vec![&mut self.stats]
     }
 }
 

@@ -80,7 +80,7 @@ fn every_table_holds_its_committed_verdict_and_the_readme_is_its_snapshot() {
         let figures = section.matches("<tr><td>").count();
         assert!(figures > 0, "a table without rows:\n{section}");
         assert!(
-            section.contains("<rect class=\"ours\""),
+            section.contains("<rect class=\"mark ours\""),
             "a chart without our bars:\n{section}"
         );
     }

@@ -306,6 +306,7 @@ impl Workload for DirectJob {
             self.stats.errors += 1;
         } else {
             self.stats.record(
+                done.completed,
                 state.read,
                 state.bytes,
                 done.completed.since(state.submitted),
@@ -341,6 +342,9 @@ impl Part for DirectJob {
     }
     fn stats(&self) -> Vec<JobStats> {
         vec![self.stats.clone()]
+    }
+    fn stats_mut(&mut self) -> Vec<&mut JobStats> {
+        vec![&mut self.stats]
     }
 }
 

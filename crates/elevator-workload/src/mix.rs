@@ -32,6 +32,9 @@ pub trait Part: Workload {
     fn measured(&self) -> bool;
     /// Statistics per job, for the report.
     fn stats(&self) -> Vec<JobStats>;
+    /// The same statistics, to switch on what a report asks for before
+    /// the run ([`JobStats::record_series`]).
+    fn stats_mut(&mut self) -> Vec<&mut JobStats>;
 }
 
 const PART_SHIFT: u32 = 48;
@@ -80,6 +83,16 @@ impl Mix {
 
     pub fn stats(&self) -> Vec<JobStats> {
         self.parts.iter().flat_map(|p| p.stats()).collect()
+    }
+
+    /// Keep every job's throughput timeline ([`JobStats::record_series`]);
+    /// call before the run.
+    pub fn record_series(&mut self) {
+        for part in &mut self.parts {
+            for stats in part.stats_mut() {
+                stats.record_series();
+            }
+        }
     }
 
     fn with_part(
@@ -218,6 +231,9 @@ mod tests {
             self.measured
         }
         fn stats(&self) -> Vec<JobStats> {
+            Vec::new()
+        }
+        fn stats_mut(&mut self) -> Vec<&mut JobStats> {
             Vec::new()
         }
     }

@@ -529,6 +529,7 @@ impl Workload for StartupReplay {
             self.stats.errors += 1;
         } else {
             self.stats.record(
+                done.completed,
                 done.op == Op::Read,
                 u64::from(done.sectors) * SECTOR_SIZE,
                 done.completed.since(done.submitted),
@@ -568,6 +569,9 @@ impl Part for StartupReplay {
     }
     fn stats(&self) -> Vec<JobStats> {
         vec![self.stats.clone()]
+    }
+    fn stats_mut(&mut self) -> Vec<&mut JobStats> {
+        vec![&mut self.stats]
     }
 }
 

@@ -490,9 +490,12 @@ impl<R: BufRead> Workload for TraceReplay<R> {
         let latency = done.completed.since(slot.submitted);
         let proc_ = &mut self.processes[p];
         proc_.outstanding -= 1;
-        proc_.stats.record(slot.read, slot.bytes, latency);
+        proc_
+            .stats
+            .record(done.completed, slot.read, slot.bytes, latency);
         proc_.stats.finished = Some(done.completed);
-        self.total.record(slot.read, slot.bytes, latency);
+        self.total
+            .record(done.completed, slot.read, slot.bytes, latency);
         if slot.read {
             self.reads.record(latency);
         }
