@@ -395,9 +395,8 @@ impl<B: Backend> Runtime<B> {
                 self.stats.busy += now.since(since);
             }
         }
-        let ids: Vec<RequestId> = request.ids().collect();
-        let last = ids.len() - 1;
-        for (i, id) in ids.into_iter().enumerate() {
+        let last = request.ids().count() - 1;
+        for (i, id) in request.ids().enumerate() {
             let part = self
                 .parts
                 .remove(&id)
@@ -446,10 +445,13 @@ impl<B: Backend> Runtime<B> {
         let mut exited = Vec::new();
         let mut done = Vec::new();
         let end = limit.map(|l| self.clock.now() + l);
+        // `now` is the instant the workload sees: the clock when it is
+        // woken or started, the reap instant when it hears of completions
+        // (one clock read per batch, not per request).
         let mut call = |rt: &mut Self,
                         timers: &mut BinaryHeap<Reverse<(Instant, u64, u64)>>,
+                        now: Instant,
                         f: &mut dyn FnMut(&mut Io<'_>)| {
-            let now = rt.clock.now();
             let mut io = Io::new(
                 now,
                 &mut rt.next_id,
@@ -469,7 +471,8 @@ impl<B: Backend> Runtime<B> {
                 rt.policy.task_exited(task, now);
             }
         };
-        call(self, &mut timers, &mut |io| workload.start(io));
+        let now = self.clock.now();
+        call(self, &mut timers, now, &mut |io| workload.start(io));
         let mut last_completion = self.clock.now();
         while !workload.finished() {
             let now = self.clock.now();
@@ -481,7 +484,7 @@ impl<B: Backend> Runtime<B> {
                     break;
                 }
                 timers.pop();
-                call(self, &mut timers, &mut |io| workload.wake(token, io));
+                call(self, &mut timers, now, &mut |io| workload.wake(token, io));
             }
             let next = timers.peek().map(|Reverse((at, _, _))| *at);
             let deadline = match (next, end) {
@@ -522,12 +525,14 @@ impl<B: Backend> Runtime<B> {
                     completed: d.completed,
                     disk_time: d.completed.since(d.dispatched.max(last_completion)),
                 };
-                call(self, &mut timers, &mut |io| {
+                call(self, &mut timers, d.completed, &mut |io| {
                     workload.completed(&completion, io)
                 });
                 if d.last_part {
                     last_completion = d.completed;
-                    call(self, &mut timers, &mut |io| workload.request_done(io));
+                    call(self, &mut timers, d.completed, &mut |io| {
+                        workload.request_done(io)
+                    });
                 }
             }
         }
