@@ -6,12 +6,15 @@
 //! scheduling with fair bandwidth distribution" (IEEE ToC 2010) for the
 //! engine, Valente & Andreolini, "Improving application responsiveness
 //! with the BFQ disk I/O scheduler" (SYSTOR 2012) for weight raising.
-//! Two later additions are tunables, off by default: `limit_depth`
-//! (4.16's tag shares for async I/O and sync writes, applied here as caps
-//! on what the device holds) and `injection` (4.20/5.2: while idling for
-//! the in-service queue, send another queue's request if fewer than the
-//! inject limit, kept at its start value 1, are in the device). Waker
-//! detection and stable merging (5.10, 5.14) are left out.
+//! Later additions are tunables, off in `bfq` (the 4.12 model the 2016
+//! letter's tables were calibrated on) and on in the `bfq-6.1` preset:
+//! `limit_depth` (4.16's tag shares for async I/O and sync writes, applied
+//! here as caps on what the device holds), `injection` (4.20/5.2: while
+//! idling for the in-service queue, send other queues' requests while
+//! fewer than its learned inject limit are in the device), `waker`
+//! (5.4/5.14), `stable_merge` (5.13) and `rules = 601` (6.1's idling,
+//! symmetry and preemption rules, and the per-queue tag share); see
+//! [`modern`].
 //!
 //! Each task gets a sync queue; async writes share one queue per (group,
 //! class, level). A queue has a weight (`(8 - level) × 10` from its ioprio)
@@ -109,8 +112,9 @@ pub const STRICT_GUARANTEES: i64 = 0;
 pub const LIMIT_DEPTH: i64 = 0;
 /// I/O injection while idling (`bfq_choose_bfqq_for_injection`, Linux
 /// 4.20 "block, bfq: inject other-queue I/O into seeky idle queues on NCQ
-/// flash", reworked in 5.2; versions from the kernel's history). Off by
-/// default for the same reason; 1 turns it on.
+/// flash", reworked in 5.2 with the learned `inject_limit`; versions from
+/// the kernel's history). Off by default for the same reason; 1 turns it
+/// on, with the limit learned as 5.2+ learns it ([`modern`]).
 pub const INJECTION: i64 = 0;
 
 /// Which kernel's idling, symmetry and preemption rules to follow: 412
@@ -1190,7 +1194,8 @@ impl Bfq {
             // 6.1: the lightest queue needs no idling to get its share,
             // and one group with pending I/O alone is symmetric.
             let counted = self.q(q).counted_weight;
-            let lightest = counted.is_some() && self.weight_counts.keys().next() == counted.as_ref();
+            let lightest =
+                counted.is_some() && self.weight_counts.keys().next() == counted.as_ref();
             let varied_weights = !lightest && self.weight_counts.len() >= 2;
             return varied_weights || classes >= 2 || self.groups_with_pending > 1;
         }
@@ -1584,7 +1589,9 @@ impl Bfq {
                 let (qu, su) = (self.q(q), self.q(s));
                 // 6.1 also preempts a queue that would not idle anyway.
                 let plugless = self.rules_61 && !self.better_to_idle(s);
-                if (wants_to_preempt && qu.wr_coeff >= su.wr_coeff) || self.outranks(q, s) || plugless
+                if (wants_to_preempt && qu.wr_coeff >= su.wr_coeff)
+                    || self.outranks(q, s)
+                    || plugless
                 {
                     self.expire(s, false, Expiration::Preempted, now);
                 }

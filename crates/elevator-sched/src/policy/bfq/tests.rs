@@ -751,7 +751,11 @@ fn waker_after(t: &Tunables, gap: Duration, rounds: u64) -> Option<TaskId> {
         let done = sent + Duration(100_000);
         bfq.complete(&a, done);
         id += 1;
-        let (b, sent) = serve(&mut bfq, Request::read(id, 2, (1 << 24) + i * 4096, 8), done + gap);
+        let (b, sent) = serve(
+            &mut bfq,
+            Request::read(id, 2, (1 << 24) + i * 4096, 8),
+            done + gap,
+        );
         bfq.complete(&b, sent + Duration(100_000));
         now = sent + ms(20);
     }
@@ -786,7 +790,11 @@ fn queues_created_close_together_are_stably_merged() {
     let mut id = 0;
     let mut read = |bfq: &mut Bfq, task: u32, t: Duration| {
         id += 1;
-        let (r, sent) = serve(bfq, Request::read(id, task, u64::from(task) << 22, 8), at(t));
+        let (r, sent) = serve(
+            bfq,
+            Request::read(id, task, u64::from(task) << 22, 8),
+            at(t),
+        );
         bfq.complete(&r, sent + Duration(100_000));
     };
     read(&mut bfq, 1, ms(0));
