@@ -823,3 +823,39 @@ fn queues_created_close_together_are_stably_merged() {
     assert!(t > ms(LATE_STABLE_MERGING.nanos() / 1_000_000));
     assert_eq!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)]);
 }
+
+/// The inject limit (5.2, `bfq_update_inject_limit`): the first total
+/// service time measured with the device empty is the baseline and lets
+/// injection start (limit 1); a later one measured after injection rises
+/// the limit while under 3/2 of the baseline and lowers it at or above.
+#[test]
+fn the_inject_limit_follows_the_inflation_of_total_service_times() {
+    let v61 = TYPE_61.tunables(std::iter::empty()).unwrap();
+    let mut bfq = Bfq::from_tunables(&v61, &flash_limits());
+    let (r, sent) = serve(&mut bfq, Request::read(1, 1, 0, 8), Instant::ZERO);
+    let q = bfq.sync_of[&TaskId(1)];
+    bfq.max_rq_in_driver = 8;
+    // Baseline: 100 us with nothing else in the device.
+    bfq.last_empty_occupied = sent;
+    bfq.update_inject_limit(q, sent + Duration(100_000));
+    assert_eq!(bfq.q(q).last_serv_time, Duration(100_000));
+    assert_eq!(bfq.q(q).inject_limit, 1);
+    // After injection: 140 us < 150 us raises the limit...
+    let measure = |bfq: &mut Bfq, took: u64| {
+        bfq.rqs_injected = true;
+        bfq.rq_in_driver = 2;
+        bfq.last_empty_occupied = sent;
+        bfq.update_inject_limit(q, sent + Duration(took));
+        bfq.rq_in_driver = 1;
+        bfq.q(q).inject_limit
+    };
+    assert_eq!(measure(&mut bfq, 140_000), 2);
+    assert_eq!(measure(&mut bfq, 140_000), 3);
+    // ... 150 us and more lowers it, and remembers when.
+    assert_eq!(measure(&mut bfq, 150_000), 2);
+    assert_eq!(bfq.q(q).decrease_time, sent + Duration(150_000));
+    // A faster sample becomes the new baseline.
+    measure(&mut bfq, 80_000);
+    assert_eq!(bfq.q(q).last_serv_time, Duration(80_000));
+    bfq.complete(&r, sent + Duration(200_000));
+}
