@@ -1038,9 +1038,12 @@ impl Bfq {
             qu.split_coop = false;
             return q;
         }
+        let waker = self.q(q).waker;
         self.release_task(task, q);
         let group = self.group_sched(rq.group);
         let n = self.new_queue(group, rq.prio, true, now);
+        // The split queue keeps the shared queue's waker (`bfq_init_rq`).
+        self.qm(n).waker = waker.filter(|&w| self.queues[w as usize].is_some());
         self.sync_of.insert(task, n);
         let saved = self.saved.remove(&task);
         let large_burst = self.burst.large;
@@ -2117,6 +2120,13 @@ impl Bfq {
         self.saved.insert(task, saved);
         if io_bound {
             self.qm(n).io_bound = true;
+        }
+        // q's waker may inject for the merged tasks too (`bfq_merge_bfqqs`).
+        let waker = self.q(q).waker;
+        let nu = self.qm(n);
+        if nu.waker.is_none() && waker.is_some() && waker != Some(n) {
+            nu.waker = waker;
+            nu.tentative_waker = None;
         }
         self.qm(q).io_bound = false;
         if self.q(n).wr_coeff == 1 && wr.0 > 1 {
