@@ -966,26 +966,55 @@ fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
         }
         return show_block(out);
     }
-    for t in elevator_sched::registry() {
-        let honours = if t.honours.is_empty() {
-            "-".to_string()
-        } else {
-            t.honours.join(",")
-        };
-        writeln!(
-            out,
-            "policy    {:<14} honours {:<22} {}",
-            t.name, honours, t.about
-        )?;
-    }
+    // One block per kind, each in columns of its own width, the description
+    // wrapped under itself so that no line passes 100 columns.
+    let mut text = String::new();
+    let policies: Vec<Vec<String>> = elevator_sched::registry()
+        .iter()
+        .map(|t| {
+            let honours = if t.honours.is_empty() {
+                "-".to_string()
+            } else {
+                t.honours.join(",")
+            };
+            vec![t.name.into(), honours, t.about.into()]
+        })
+        .collect();
+    text.push_str(
+        "Policies (--sched NAME; tunables: elevator list --tunables), what each honours:\n",
+    );
+    elevator_metrics::text::columns(&mut text, &policies);
     // The group layers sit in front of the policy, so they work with all.
-    writeln!(out, "layer     io.max         honours limits                 blk-throttle: per-group bytes/s and IOPS limits, in front of any policy")?;
-    writeln!(out, "layer     io.latency     honours targets                per-group latency targets: looser siblings get less queue depth, any policy")?;
-    for (name, about) in elevator_device::builtin_profiles() {
-        writeln!(out, "device    {name:<14} {about}")?;
-    }
-    for (name, about) in elevator_scenario::builtins() {
-        writeln!(out, "scenario  {name:<28} {about}")?;
-    }
+    let layers = [
+        (
+            "io.max",
+            "limits",
+            "blk-throttle: per-group bytes/s and IOPS limits, in front of any policy",
+        ),
+        (
+            "io.latency",
+            "targets",
+            "per-group latency targets: looser siblings get less queue depth, any policy",
+        ),
+    ];
+    let layers: Vec<Vec<String>> = layers
+        .iter()
+        .map(|(name, honours, about)| vec![(*name).into(), (*honours).into(), (*about).into()])
+        .collect();
+    text.push_str("\nGroup layers ([groups.NAME] in a scenario), in front of any policy:\n");
+    elevator_metrics::text::columns(&mut text, &layers);
+    let devices: Vec<Vec<String>> = elevator_device::builtin_profiles()
+        .iter()
+        .map(|(name, about)| vec![(*name).into(), (*about).into()])
+        .collect();
+    text.push_str("\nDevices (--device NAME, or a profile file):\n");
+    elevator_metrics::text::columns(&mut text, &devices);
+    let scenarios: Vec<Vec<String>> = elevator_scenario::builtins()
+        .iter()
+        .map(|(name, about)| vec![(*name).into(), about.clone()])
+        .collect();
+    text.push_str("\nScenarios (elevator run NAME; elevator show NAME prints one):\n");
+    elevator_metrics::text::columns(&mut text, &scenarios);
+    out.extend_from_slice(text.as_bytes());
     Ok(())
 }

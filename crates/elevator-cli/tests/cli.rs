@@ -30,15 +30,37 @@ fn ten_streaming_readers_prints_completion_times_and_aggregate_bandwidth() {
 fn list_names_policies_devices_and_scenarios() {
     let (code, out, _) = elevator(&["list"]);
     assert_eq!(code, 0);
-    for want in [
-        "policy    noop",
-        "policy    deadline",
-        "device    ide-2003",
-        "device    ssd-sata-2016",
-        "scenario  ten-streaming-readers",
+    // Each name starts a row of its kind's block.
+    let block = |heading: &str| -> Vec<String> {
+        let start = out
+            .find(heading)
+            .unwrap_or_else(|| panic!("no {heading:?} in\n{out}"));
+        out[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect()
+    };
+    for (heading, name) in [
+        ("Policies", "noop"),
+        ("Policies", "deadline"),
+        ("Group layers", "io.max"),
+        ("Devices", "ide-2003"),
+        ("Devices", "ssd-sata-2016"),
+        ("Scenarios", "ten-streaming-readers"),
     ] {
-        assert!(out.contains(want), "missing {want:?} in\n{out}");
+        assert!(
+            block(heading).iter().any(|n| n == name),
+            "{name} not under {heading} in\n{out}"
+        );
     }
+    let wide: Vec<&str> = out.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(
+        wide.is_empty(),
+        "lines over 100 columns:\n{}",
+        wide.join("\n")
+    );
 }
 
 #[test]
@@ -191,10 +213,18 @@ fn whatif_ranks_every_policy_on_the_tpcc_trace() {
 
 fn elevator_sched_names() -> Vec<String> {
     let (_, out, _) = elevator(&["list"]);
-    out.lines()
-        .filter_map(|l| l.strip_prefix("policy    "))
+    // The rows of the Policies block (a row starts two spaces in; its
+    // wrapped description further).
+    let names: Vec<String> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Policies"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
         .map(|l| l.split_whitespace().next().unwrap().to_string())
-        .collect()
+        .collect();
+    assert!(names.len() > 5, "no policies found in\n{out}");
+    names
 }
 
 #[test]

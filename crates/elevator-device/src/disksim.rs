@@ -466,28 +466,55 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
     }
     let _ = writeln!(t, "]\n");
 
-    // Controller overheads: the ones after a read of the same kind.
+    // Controller overheads (disksim_diskctlr.c): per command kind, after
+    // a read and after a write; writes pay the "hit" ones when buffered
+    // (`Fast write level` > 0), the "miss" ones when not.
     let (fast_write, fw_src) = disk.get_or("Fast write level", 0.0)?;
     let write_cache = fast_write > 0.0;
-    let (rm, rm_src) = disk.get(&spec_name, "Read miss over. after read")?;
-    let (rh, rh_src) = disk.get(&spec_name, "Read hit over. after read")?;
-    let write_key = if write_cache {
-        "Write hit over. after read"
-    } else {
-        "Write miss over. after read"
-    };
-    let (w, w_src) = disk.get(&spec_name, write_key)?;
-    let _ = writeln!(t, "[controller]\n# {rm_src}.\nread_miss_overhead_ms = {rm}");
-    let _ = writeln!(t, "# {rh_src}.\nread_hit_overhead_ms = {rh}");
+    let write_kind = if write_cache { "hit" } else { "miss" };
     let _ = writeln!(
         t,
-        "# {w_src} ({}).\nwrite_overhead_ms = {w}\n",
+        "[controller]\n# Writes {}.",
         if write_cache {
-            "writes are buffered, so they hit"
+            "are buffered, so they pay the write-hit overheads"
         } else {
-            "no write caching, so writes miss"
+            "are not cached, so they pay the write-miss overheads"
         }
     );
+    for (key, disksim) in [
+        (
+            "read_miss_overhead_ms",
+            "Read miss over. after read".to_string(),
+        ),
+        (
+            "read_miss_overhead_after_write_ms",
+            "Read miss over. after write".into(),
+        ),
+        ("read_hit_overhead_ms", "Read hit over. after read".into()),
+        (
+            "read_hit_overhead_after_write_ms",
+            "Read hit over. after write".into(),
+        ),
+        (
+            "write_overhead_ms",
+            format!("Write {write_kind} over. after read"),
+        ),
+        (
+            "write_overhead_after_write_ms",
+            format!("Write {write_kind} over. after write"),
+        ),
+    ] {
+        let (v, src) = disk.get(&spec_name, &disksim)?;
+        let _ = writeln!(t, "# {src}.\n{key} = {v}");
+    }
+    for (key, disksim) in [
+        ("read_completion_ms", "Read completion overhead"),
+        ("write_completion_ms", "Write completion overhead"),
+    ] {
+        let (v, src) = disk.get_or(disksim, 0.0)?;
+        let _ = writeln!(t, "# {src}.\n{key} = {v}");
+    }
+    let _ = writeln!(t);
 
     // Cache.
     let (segments, seg_src) = disk.get(&spec_name, "Number of buffer segments")?;
@@ -518,6 +545,17 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
         "# One segment ({size_src}; at least max_sectors).\n\
          write_buffer_sectors = {wb}\n# {ws_src}.\nwrite_buffer_runs = {}",
         write_segs.max(1.0) as u32
+    );
+
+    // When read data may start across the bus (disksim_diskctlr.c,
+    // `readwater`, `reqwater`).
+    let (water, water_src) = disk.get_or("High (read) water mark", 0.0)?;
+    let (by_size, by_size_src) = disk.get_or("Set watermark by reqsize", 1.0)?;
+    let _ = writeln!(
+        t,
+        "# {water_src}.\nread_watermark = {water}\n# {by_size_src}.\n\
+         watermark_by_request_size = {}",
+        by_size != 0.0
     );
 
     // Everything else that is set is a warning.

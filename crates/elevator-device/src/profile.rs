@@ -12,7 +12,7 @@
 
 use crate::hdd::geometry::{skew_for, ZoneSpec};
 use crate::hdd::seek::{Seek, SeekCurve, SeekFitError};
-use crate::hdd::{Hdd, HddParams};
+use crate::hdd::{Hdd, HddParams, Overheads, Watermark};
 use crate::sdcard::{SdCard, SdParams};
 use crate::ssd::{Ssd, SsdParams};
 use crate::Device;
@@ -355,6 +355,16 @@ struct HddController {
     read_miss_overhead_ms: f64,
     read_hit_overhead_ms: f64,
     write_overhead_ms: f64,
+    /// The same three when the command before was a write (DiskSim's
+    /// "... over. after write"); each defaults to its after-read value.
+    read_miss_overhead_after_write_ms: Option<f64>,
+    read_hit_overhead_after_write_ms: Option<f64>,
+    write_overhead_after_write_ms: Option<f64>,
+    /// Time from the end of a read's (write's) data transfer to its
+    /// completion reaching the host (DiskSim's "Read completion overhead",
+    /// "Write completion overhead"); 0 by default.
+    read_completion_ms: Option<f64>,
+    write_completion_ms: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -365,6 +375,13 @@ struct HddCache {
     write_cache: bool,
     write_buffer_sectors: u32,
     write_buffer_runs: u32,
+    /// DiskSim's "High (read) water mark": the fraction of a read (of its
+    /// segment, without `watermark_by_request_size`) that must be in the
+    /// buffer before its data starts across the bus. Absent: the data
+    /// streams to the host from the first sector read.
+    read_watermark: Option<f64>,
+    /// DiskSim's "Set watermark by reqsize" (default true).
+    watermark_by_request_size: Option<bool>,
 }
 
 /// Default NCQ age limit when a queued profile gives none.
@@ -414,6 +431,45 @@ impl HddFile {
             ctl.write_overhead_ms,
             0.0..=50.0,
         )?;
+        let optional = |key: &str, value: Option<f64>, default: f64| {
+            c.check(key, value.unwrap_or(default), 0.0..=50.0)
+        };
+        let overheads = Overheads {
+            read_miss: [
+                ms(read_miss),
+                ms(optional(
+                    "controller.read_miss_overhead_after_write_ms",
+                    ctl.read_miss_overhead_after_write_ms,
+                    read_miss,
+                )?),
+            ],
+            read_hit: [
+                ms(read_hit),
+                ms(optional(
+                    "controller.read_hit_overhead_after_write_ms",
+                    ctl.read_hit_overhead_after_write_ms,
+                    read_hit,
+                )?),
+            ],
+            write: [
+                ms(write),
+                ms(optional(
+                    "controller.write_overhead_after_write_ms",
+                    ctl.write_overhead_after_write_ms,
+                    write,
+                )?),
+            ],
+            read_completion: ms(optional(
+                "controller.read_completion_ms",
+                ctl.read_completion_ms,
+                0.0,
+            )?),
+            write_completion: ms(optional(
+                "controller.write_completion_ms",
+                ctl.write_completion_ms,
+                0.0,
+            )?),
+        };
         let k = &self.cache;
         let segments = c.check("cache.segments", k.segments, 1..=1024)?;
         let segment_sectors = c.check("cache.segment_sectors", k.segment_sectors, 1..=1 << 24)?;
@@ -423,6 +479,13 @@ impl HddFile {
             0..=1 << 24,
         )?;
         let runs = c.check("cache.write_buffer_runs", k.write_buffer_runs, 1..=4096)?;
+        let read_watermark = match k.read_watermark {
+            Some(w) => Some(Watermark {
+                fraction: c.check("cache.read_watermark", w, 0.0..=1.0)?,
+                by_request_size: k.watermark_by_request_size.unwrap_or(true),
+            }),
+            None => None,
+        };
         if k.write_cache && wb < max_sectors {
             return Err(c.error(
                 "cache.write_buffer_sectors",
@@ -440,15 +503,14 @@ impl HddFile {
             head_switch: ms(hs),
             cylinder_switch: ms(cs),
             write_settle: ms(settle),
-            read_miss_overhead: ms(read_miss),
-            read_hit_overhead: ms(read_hit),
-            write_overhead: ms(write),
+            overheads,
             bus_rate: bus * 1e6,
             segments,
             segment_sectors: u64::from(segment_sectors),
             write_cache: k.write_cache,
             write_buffer_sectors: u64::from(wb),
             write_buffer_runs: runs,
+            read_watermark,
             queue_depth,
             max_sectors,
             age_limit: ms(age),

@@ -44,18 +44,30 @@ fn both_drives_import_and_load() {
                 "{name}: `{line}` has no source comment"
             );
         }
-        // What the model cannot carry is listed, never dropped.
+        // The overheads after a write are carried; what the model cannot
+        // carry is listed, never dropped.
+        assert!(t.contains("read_hit_overhead_after_write_ms = "), "{t}");
         assert!(imported
             .warnings
             .iter()
-            .any(|w| w.contains("Read hit over. after write")));
+            .any(|w| w.contains("slips") || w.contains("Number of spares")));
     }
     let hp = import_disksim(&parv("hp_c3323a")).unwrap();
     assert!(hp.profile.contains("write_cache = false"));
+    assert!(hp.profile.contains("read_completion_ms = 0.241"));
     assert!(hp
+        .profile
+        .contains("read_hit_overhead_after_write_ms = 1.387"));
+    // Its read data waits until the whole request is buffered.
+    assert!(
+        hp.profile.contains("read_watermark = 1\n"),
+        "{}",
+        hp.profile
+    );
+    assert!(!hp
         .warnings
         .iter()
-        .any(|w| w.contains("Read completion overhead = 0.241")));
+        .any(|w| w.contains("High (read) water mark")));
     // The bus's 0.1455 ms per block is the slower path: 3.519 MB/s.
     assert!(
         hp.profile.contains("transfer_mb_per_s = 3.5189"),

@@ -15,7 +15,9 @@
 //! - [`readahead24`]: 2.4's read-ahead context (`generic_file_readahead`);
 //! - [`host`]: system calls, `balance_dirty_pages`, pdflush, kupdate,
 //!   fsync and sync, and the [`Host`] workload that runs [`process`]es;
-//! - [`params`]: the machine and the kernel's knobs, with presets.
+//! - [`params`]: the machine and the kernel's knobs, with presets;
+//! - [`setup`]: a host assembled from a validated description (file sets,
+//!   processes by their registered [`process::registry::ProgramType`]).
 //!
 //! A [`Host`] is one part of a simulator workload mix
 //! ([`elevator_workload::Part`]): it owns the file system, the page cache,
@@ -35,6 +37,7 @@ pub mod params;
 pub mod process;
 pub mod readahead;
 pub mod readahead24;
+pub mod setup;
 pub mod syscall;
 
 pub use fs::{FileId, FileSystem, NoSpace};

@@ -17,7 +17,15 @@ fn tiotest_fills_its_rate_and_latency_tables() {
     let barrier = host.new_barrier(threads);
     for t in 0..threads {
         let rng = Prng::derive(1, &format!("t{t}"));
-        let program = TiotestThread::new(FileId::ROOT, 32 << 20, 4096, 1000, barrier, rng);
+        let program = TiotestThread::new(
+            FileId::ROOT,
+            32 << 20,
+            4096,
+            1000,
+            threads as u32,
+            barrier,
+            rng,
+        );
         host.spawn(row, Box::new(program), Duration::ZERO, IoPrio::default());
     }
     let (summary, _) = common::run(&mut host, "deadline", "ide-2003", 3600);

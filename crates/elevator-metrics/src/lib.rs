@@ -8,11 +8,13 @@
 //! Invariant: reports are pure functions of the recorded numbers; rendering
 //! never consults anything else, so equal runs print equal bytes.
 
+mod calls;
 pub mod fio;
 mod latency;
 mod report;
 pub mod text;
 
+pub use calls::{CallSamples, CallSummary};
 pub use latency::LatencyStats;
 pub use report::{DeviceReport, GroupReport, JobReport, Report, ResultValue, RunReport};
 
@@ -36,6 +38,11 @@ pub struct JobStats {
     pub extra: BTreeMap<String, f64>,
     /// I/Os that failed (the device's EIO or timeout reached this job).
     pub errors: u64,
+    /// Every timed system call's duration, by call (see [`CallSamples`]).
+    pub calls: CallSamples,
+    /// What the program printed, in its own layout (tiotest's tables,
+    /// fsync-tester's `fsync time` lines), one line each.
+    pub output: Vec<String>,
 }
 
 impl JobStats {
@@ -51,6 +58,8 @@ impl JobStats {
             disk_time: Duration::ZERO,
             extra: BTreeMap::new(),
             errors: 0,
+            calls: CallSamples::default(),
+            output: Vec::new(),
         }
     }
 
@@ -99,6 +108,8 @@ impl JobStats {
             pct_over_10s: lat.percent_over(Duration::from_secs(10)),
             extra: self.extra.clone(),
             errors: self.errors,
+            calls: self.calls.summaries(),
+            output: self.output.clone(),
         }
     }
 }

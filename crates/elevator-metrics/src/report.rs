@@ -72,6 +72,12 @@ pub struct JobReport {
     /// I/Os that failed (injected device faults).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub errors: u64,
+    /// Per-call samples of the timed system calls, by call.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub calls: BTreeMap<String, crate::CallSummary>,
+    /// The program's own printed output, one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -367,6 +373,7 @@ impl Report {
                 for e in extras {
                     let _ = writeln!(out, "{e}");
                 }
+                calls_and_output(&mut out, run);
             }
         }
 
@@ -441,5 +448,38 @@ fn csv(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
+    }
+}
+
+/// The per-call samples of every job that timed its calls, then each job's
+/// own printed output as the tool laid it out.
+fn calls_and_output(out: &mut String, run: &RunReport) {
+    let mut rows = vec![["job", "call", "count", "median ms", "p90 ms", "max ms"]
+        .map(String::from)
+        .to_vec()];
+    for j in &run.jobs {
+        for (call, c) in &j.calls {
+            rows.push(vec![
+                j.name.clone(),
+                call.clone(),
+                c.count.to_string(),
+                // Buffered calls take microseconds, fsyncs seconds.
+                format!("{:.3}", c.median_ms),
+                format!("{:.3}", c.p90_ms),
+                format!("{:.3}", c.max_ms),
+            ]);
+        }
+    }
+    if rows.len() > 1 {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "per-call samples, {}", run.label());
+        columns(out, &rows);
+    }
+    for j in run.jobs.iter().filter(|j| !j.output.is_empty()) {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{} as the tool prints it, {}", j.name, run.label());
+        for line in &j.output {
+            let _ = writeln!(out, "{line}");
+        }
     }
 }

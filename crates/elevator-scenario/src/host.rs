@@ -6,16 +6,12 @@
 //! set exists and has a usable kind and count) so that building the host
 //! for a run cannot fail on its input.
 
+use crate::ctx::Ctx;
 use crate::error::ScenarioError;
-use crate::parse::Ctx;
-use elevator_core::{Duration, GroupId, GroupTree, IoPrio, Prng, QueueLimits, Sector, SECTOR_SIZE};
-use elevator_host::fs::gen::{self, AppOp, TreeShape};
-use elevator_host::fs::{FileId, Kind};
+use elevator_core::{Duration, GroupId, GroupTree, IoPrio, QueueLimits};
 use elevator_host::params::{Allocator, HostParams, PRESETS};
-use elevator_host::process::{
-    find_cat, AppStart, Cat, Cp, Dd, Find, FsyncTester, Player, RandomWriter, TiotestThread,
-    WriteAndFsync, XargsCat, BUFFER_2003,
-};
+use elevator_host::process::registry::{self, Args, Default, KeyType, ProgramType, Share, Value};
+use elevator_host::setup::{self, SetupError};
 use elevator_host::{Host, WritebackCharge};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -55,135 +51,27 @@ pub(crate) struct RawFiles {
     allocator: Option<S<String>>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawProcess {
-    name: S<String>,
-    kind: S<String>,
-    count: Option<S<i64>>,
-    files: Option<S<String>>,
-    dir: Option<S<String>>,
-    start: Option<S<String>>,
-    prio: Option<S<String>>,
-    background: Option<S<bool>>,
-    bs: Option<S<String>>,
-    size: Option<S<String>>,
-    threads: Option<S<i64>>,
-    random_ops: Option<S<i64>>,
-    sync: Option<S<bool>>,
-    frame: Option<S<String>>,
-    period: Option<S<String>>,
-    frames: Option<S<i64>>,
-    buffer: Option<S<i64>>,
-    interval: Option<S<String>>,
-    duration: Option<S<String>>,
-    random_writer: Option<S<String>>,
-    batch: Option<S<i64>>,
-    pipe: Option<S<i64>>,
-    stat: Option<S<bool>>,
-    group: Option<S<String>>,
-}
+/// A `[[process]]` table as written: its keys are the common ones
+/// ([`COMMON`]) and those of its kind's [`ProgramType`], read by their
+/// registered types.
+pub(crate) type RawProcess = BTreeMap<String, S<toml::Value>>;
 
-/// What a file set holds.
-#[derive(Clone, Debug, PartialEq)]
-pub enum FileKind {
-    /// One file of `size` bytes, written in one go (well laid out).
-    File { size: u64 },
-    /// An empty file, for a writer to fill.
-    Empty,
-    /// An empty directory.
-    Dir,
-    /// A Linux 2.4.19 source tree.
-    KernelTree,
-    /// A copy of another tree set's instance, placed as `cp -a` would.
-    Copy { of: String },
-    /// The files of an xterm-sized application start-up.
-    App,
-}
+/// Keys every process takes, whatever its kind.
+const COMMON: [&str; 7] = [
+    "name",
+    "kind",
+    "count",
+    "start",
+    "prio",
+    "background",
+    "group",
+];
 
+pub use elevator_host::setup::FileKind;
 /// A validated `[[files]]` entry.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FileSetSpec {
-    pub name: String,
-    pub line: usize,
-    pub kind: FileKind,
-    pub count: u32,
-    /// Place inside instance 0 of this `dir` set (default: the root).
-    pub within: Option<String>,
-    /// Place with this directory allocator instead of the host's.
-    pub allocator: Option<Allocator>,
-}
-
-/// What a process runs.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ProcKind {
-    Cat {
-        files: String,
-        bs: u64,
-    },
-    FindCat {
-        files: String,
-        bs: u64,
-        batch: usize,
-        pipe: usize,
-        stat: bool,
-    },
-    Dd {
-        files: String,
-        bs: u64,
-        size: u64,
-    },
-    Cp {
-        files: String,
-        dir: Option<String>,
-        bs: u64,
-        sync: bool,
-    },
-    WriteAndFsync {
-        dir: Option<String>,
-        size: u64,
-        fsync: bool,
-    },
-    AppStart {
-        files: String,
-    },
-    Player {
-        files: String,
-        frame: u64,
-        period: Duration,
-        frames: u64,
-        buffer: u64,
-    },
-    Tiotest {
-        dir: Option<String>,
-        threads: u32,
-        size: u64,
-        bs: u64,
-        random_ops: u64,
-    },
-    FsyncTester {
-        files: String,
-        size: u64,
-        interval: Duration,
-        duration: Duration,
-        random_writer: Option<String>,
-    },
-}
-
+pub type FileSetSpec = elevator_host::setup::FileSet;
 /// A validated `[[process]]` entry; `count` instances each report a row.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProcessSpec {
-    pub name: String,
-    pub line: usize,
-    pub count: u32,
-    pub kind: ProcKind,
-    pub start: Duration,
-    pub prio: IoPrio,
-    /// Loop until the measured processes end; not measured.
-    pub background: bool,
-    /// The control group its requests are charged to.
-    pub group: GroupId,
-}
+pub type ProcessSpec = elevator_host::setup::ProcessSet;
 
 /// The validated host part of a scenario.
 #[derive(Clone, Debug, PartialEq)]
@@ -205,18 +93,10 @@ impl HostSpec {
         let mut out = Vec::new();
         for p in &self.processes {
             for i in 0..p.count {
-                out.push(instance_name(&p.name, p.count, i));
+                out.push(p.instance_name(i));
             }
         }
         out
-    }
-}
-
-fn instance_name(name: &str, count: u32, i: u32) -> String {
-    if count > 1 {
-        format!("{name}.{i}")
-    } else {
-        name.to_string()
     }
 }
 
@@ -513,25 +393,126 @@ pub(crate) fn parse_host(
     }))
 }
 
-/// The keys a process kind takes beyond name, kind, count, start, prio
-/// and background.
-fn allowed(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "cat" => &["files", "bs"],
-        "find-cat" => &["files", "bs", "batch", "pipe", "stat"],
-        "dd" => &["files", "bs", "size"],
-        "cp" => &["files", "dir", "bs", "sync"],
-        "write-and-fsync" => &["dir", "size", "sync"],
-        "app-start" => &["files"],
-        "player" => &["files", "frame", "period", "frames", "buffer"],
-        "tiotest" => &["dir", "threads", "size", "bs", "random_ops"],
-        "fsync-tester" => &["files", "size", "interval", "duration", "random_writer"],
-        _ => &[],
+/// The file set `v` names, checked against what key `key` of a process of
+/// `count` instances accepts.
+fn file_set(
+    cx: &Ctx<'_>,
+    v: &S<toml::Value>,
+    key: &str,
+    kind: &str,
+    (kinds, share): (&[registry::SetKind], Share),
+    sets: &[FileSetSpec],
+    count: u32,
+) -> Result<String, ScenarioError> {
+    let name = string(cx, v, key)?;
+    let s = sets
+        .iter()
+        .find(|s| &s.name == name.get_ref())
+        .ok_or_else(|| cx.at(v, key, format!("no file set {:?}", name.get_ref())))?;
+    let k = s.kind.set_kind();
+    if !kinds.contains(&k) {
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        return Err(cx.at(
+            v,
+            key,
+            format!(
+                "{:?} is a {} set; kind {kind:?} takes {}",
+                name.get_ref(),
+                k.name(),
+                names.join(" or ")
+            ),
+        ));
+    }
+    let fits = match share {
+        Share::Any => true,
+        Share::PerInstance => s.count == 1 || s.count == count,
+        Share::PerInstanceOrAll => count == 1 || s.count == 1 || s.count == count,
+    };
+    if !fits {
+        return Err(cx.at(
+            v,
+            key,
+            format!(
+                "{:?} has {} instances and the process {count}: give each process one \
+                 (equal counts) or share one (count 1)",
+                name.get_ref(),
+                s.count
+            ),
+        ));
+    }
+    Ok(name.into_inner())
+}
+
+fn type_error(cx: &Ctx<'_>, v: &S<toml::Value>, key: &str, want: &str) -> ScenarioError {
+    cx.at(
+        v,
+        key,
+        format!("expected {want}, found {}", v.get_ref().type_str()),
+    )
+}
+
+fn string(cx: &Ctx<'_>, v: &S<toml::Value>, key: &str) -> Result<S<String>, ScenarioError> {
+    match v.get_ref() {
+        toml::Value::String(s) => Ok(S::new(v.span(), s.clone())),
+        _ => Err(type_error(cx, v, key, "a string")),
     }
 }
 
-const KINDS: &str =
-    "cat, find-cat, dd, cp, write-and-fsync, app-start, player, tiotest, fsync-tester";
+fn integer(cx: &Ctx<'_>, v: &S<toml::Value>, key: &str) -> Result<S<i64>, ScenarioError> {
+    match v.get_ref() {
+        toml::Value::Integer(i) => Ok(S::new(v.span(), *i)),
+        _ => Err(type_error(cx, v, key, "an integer")),
+    }
+}
+
+fn boolean(cx: &Ctx<'_>, v: &S<toml::Value>, key: &str) -> Result<bool, ScenarioError> {
+    match v.get_ref() {
+        toml::Value::Boolean(b) => Ok(*b),
+        _ => Err(type_error(cx, v, key, "true or false")),
+    }
+}
+
+/// Bytes as the scenario format writes them (`512`, `4k`, `64m`).
+fn bytes(n: u64) -> String {
+    for (unit, shift) in [("g", 30), ("m", 20), ("k", 10)] {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    format!("{n} bytes")
+}
+
+/// One key's value, checked against its registered type.
+fn value(
+    cx: &Ctx<'_>,
+    v: &S<toml::Value>,
+    key: &str,
+    kind: &str,
+    ty: KeyType,
+    sets: &[FileSetSpec],
+    count: u32,
+) -> Result<Value, ScenarioError> {
+    Ok(match ty {
+        KeyType::Size { min, max } => {
+            let n = cx.size(&string(cx, v, key)?, key)?;
+            if n < min || n > max {
+                let message = match (min, max) {
+                    (1, u64::MAX) => "must not be zero".to_string(),
+                    (_, u64::MAX) => format!("at least {}", bytes(min)),
+                    _ => format!("between {} and {}", bytes(min), bytes(max)),
+                };
+                return Err(cx.at(v, key, message));
+            }
+            Value::Size(n)
+        }
+        KeyType::Int { min, max } => Value::Int(cx.int(&integer(cx, v, key)?, key, min, max)?),
+        KeyType::Bool => Value::Bool(boolean(cx, v, key)?),
+        KeyType::Time => Value::Time(cx.duration(&string(cx, v, key)?, key)?),
+        KeyType::Files { kinds, share } => {
+            Value::Files(file_set(cx, v, key, kind, (kinds, share), sets, count)?)
+        }
+    })
+}
 
 fn process(
     cx: &Ctx<'_>,
@@ -540,291 +521,117 @@ fn process(
     earlier: &[ProcessSpec],
     groups: &GroupTree,
 ) -> Result<ProcessSpec, ScenarioError> {
-    let name = p.name.get_ref().clone();
+    // A table without `name` or `kind` is blamed on its first key's line.
+    let first_line = p.values().map(|v| cx.line(v.span().start)).min();
+    let required = |key: &str| -> Result<S<String>, ScenarioError> {
+        let v = p.get(key).ok_or_else(|| {
+            ScenarioError::new(
+                cx.file,
+                first_line,
+                Some(&format!("process.{key}")),
+                format!("a [[process]] needs `{key}`"),
+            )
+        })?;
+        string(cx, v, &format!("process.{key}"))
+    };
+    let name_v = required("name")?;
+    let name = name_v.get_ref().clone();
     if name.is_empty() || name.contains(char::is_whitespace) {
-        return Err(cx.at(&p.name, "process.name", "a process name is one word"));
+        return Err(cx.at(&name_v, "process.name", "a process name is one word"));
     }
     if earlier.iter().any(|e| e.name == name) {
         return Err(cx.at(
-            &p.name,
+            &name_v,
             "process.name",
             format!("process {name:?} is declared twice"),
         ));
     }
-    let kind = p.kind.get_ref().as_str();
-    if allowed(kind).is_empty() {
-        return Err(cx.at(
-            &p.kind,
+    let kind_v = required("kind")?;
+    let kind = kind_v.get_ref().as_str();
+    let program: &'static ProgramType = registry::find(kind).ok_or_else(|| {
+        cx.at(
+            &kind_v,
             "process.kind",
-            format!("unknown kind {kind:?} ({KINDS})"),
-        ));
-    }
+            format!("unknown kind {kind:?} ({})", registry::names()),
+        )
+    })?;
     // Keys present that this kind does not take.
-    let spans: [(&str, Option<std::ops::Range<usize>>); 17] = [
-        ("files", p.files.as_ref().map(|v| v.span())),
-        ("dir", p.dir.as_ref().map(|v| v.span())),
-        ("bs", p.bs.as_ref().map(|v| v.span())),
-        ("size", p.size.as_ref().map(|v| v.span())),
-        ("threads", p.threads.as_ref().map(|v| v.span())),
-        ("random_ops", p.random_ops.as_ref().map(|v| v.span())),
-        ("sync", p.sync.as_ref().map(|v| v.span())),
-        ("frame", p.frame.as_ref().map(|v| v.span())),
-        ("period", p.period.as_ref().map(|v| v.span())),
-        ("frames", p.frames.as_ref().map(|v| v.span())),
-        ("buffer", p.buffer.as_ref().map(|v| v.span())),
-        ("interval", p.interval.as_ref().map(|v| v.span())),
-        ("duration", p.duration.as_ref().map(|v| v.span())),
-        ("random_writer", p.random_writer.as_ref().map(|v| v.span())),
-        ("batch", p.batch.as_ref().map(|v| v.span())),
-        ("pipe", p.pipe.as_ref().map(|v| v.span())),
-        ("stat", p.stat.as_ref().map(|v| v.span())),
-    ];
-    for (key, span) in spans {
-        if let Some(span) = span {
-            if !allowed(kind).contains(&key) {
-                return Err(ScenarioError::new(
-                    cx.file,
-                    Some(cx.line(span.start)),
-                    Some(&format!("process.{key}")),
-                    format!(
-                        "`{key}` does not apply to kind {kind:?} (it takes: {})",
-                        allowed(kind).join(", ")
-                    ),
-                ));
-            }
+    for (key, v) in p {
+        if !COMMON.contains(&key.as_str()) && program.key(key).is_none() {
+            let takes: Vec<&str> = program.keys.iter().map(|k| k.name).collect();
+            return Err(cx.at(
+                v,
+                &format!("process.{key}"),
+                format!(
+                    "`{key}` does not apply to kind {kind:?} (it takes: {})",
+                    takes.join(", ")
+                ),
+            ));
         }
     }
-    let count = match &p.count {
-        Some(c) => cx.int(c, "process.count", 1, 4096)? as u32,
+    let count = match p.get("count") {
+        Some(c) => cx.int(&integer(cx, c, "process.count")?, "process.count", 1, 4096)? as u32,
         None => 1,
     };
-    let background = p.background.as_ref().is_some_and(|b| *b.get_ref());
-
-    // A file set by name, of an acceptable kind, whose count fits.
-    let set = |key: &str,
-               v: &Option<S<String>>,
-               kinds: &[&str],
-               per_instance: bool|
-     -> Result<String, ScenarioError> {
-        let v = v.as_ref().ok_or_else(|| {
-            cx.at(
-                &p.kind,
-                &format!("process.{key}"),
-                format!("kind {kind:?} needs `{key}`"),
-            )
-        })?;
-        let s = sets
-            .iter()
-            .find(|s| &s.name == v.get_ref())
-            .ok_or_else(|| {
-                cx.at(
-                    v,
-                    &format!("process.{key}"),
-                    format!("no file set {:?}", v.get_ref()),
-                )
-            })?;
-        let k = match s.kind {
-            FileKind::File { .. } => "file",
-            FileKind::Empty => "empty",
-            FileKind::Dir => "dir",
-            FileKind::KernelTree | FileKind::Copy { .. } => "tree",
-            FileKind::App => "app",
+    let background = match p.get("background") {
+        Some(b) => boolean(cx, b, "process.background")?,
+        None => false,
+    };
+    let mut args = Args::default();
+    for k in program.keys {
+        let key = format!("process.{}", k.name);
+        let v = match (p.get(k.name), &k.default) {
+            (Some(v), _) => value(cx, v, &key, kind, k.ty, sets, count)?,
+            (None, Default::Required) => {
+                return Err(cx.at(&kind_v, &key, format!("kind {kind:?} needs `{}`", k.name)))
+            }
+            (None, Default::Absent) => continue,
+            (None, Default::Size(n)) => Value::Size(*n),
+            (None, Default::Int(n)) => Value::Int(*n),
+            (None, Default::Bool(b)) => Value::Bool(*b),
+            (None, Default::Time(t)) => Value::Time(*t),
         };
-        if !kinds.contains(&k) {
-            return Err(cx.at(
-                v,
-                &format!("process.{key}"),
-                format!(
-                    "{:?} is a {k} set; kind {kind:?} takes {}",
-                    v.get_ref(),
-                    kinds.join(" or ")
-                ),
-            ));
-        }
-        if per_instance && s.count != 1 && s.count != count {
-            return Err(cx.at(
-                v,
-                &format!("process.{key}"),
-                format!(
-                    "{:?} has {} instances and the process {count}: give each process one (equal counts) or share one (count 1)",
-                    v.get_ref(),
-                    s.count
-                ),
-            ));
-        }
-        Ok(v.get_ref().clone())
-    };
-    let size_of = |key: &str, v: &Option<S<String>>| -> Result<Option<u64>, ScenarioError> {
-        v.as_ref()
-            .map(|s| cx.size(s, &format!("process.{key}")))
-            .transpose()
-    };
-    let need = |key: &str, v: Option<u64>| -> Result<u64, ScenarioError> {
-        v.ok_or_else(|| {
-            cx.at(
-                &p.kind,
-                &format!("process.{key}"),
-                format!("kind {kind:?} needs `{key}`"),
-            )
-        })
-    };
-    let nonzero = |key: &str, v: u64| -> Result<u64, ScenarioError> {
-        if v == 0 {
-            Err(cx.at(&p.kind, &format!("process.{key}"), "must not be zero"))
-        } else {
-            Ok(v)
-        }
-    };
-    let bs = match size_of("bs", &p.bs)? {
-        // At least a sector: a buffer of a few bytes turns one file into
-        // hundreds of millions of system calls to simulate.
-        Some(b) if !(SECTOR_SIZE..=64 << 20).contains(&b) => {
-            return Err(cx.at(
-                p.bs.as_ref().expect("some"),
-                "process.bs",
-                "between 512 bytes and 64m",
-            ))
-        }
-        Some(b) => b,
-        None => BUFFER_2003,
-    };
-    let dir = |v: &Option<S<String>>| -> Result<Option<String>, ScenarioError> {
-        match v {
-            Some(_) => Ok(Some(set("dir", v, &["dir"], false)?)),
-            None => Ok(None),
-        }
-    };
-    let int = |key: &str,
-               v: &Option<S<i64>>,
-               lo: i64,
-               hi: i64,
-               default: i64|
-     -> Result<i64, ScenarioError> {
-        match v {
-            Some(x) => cx.int(x, &format!("process.{key}"), lo, hi),
-            None => Ok(default),
-        }
-    };
-    let dur =
-        |key: &str, v: &Option<S<String>>, default: Duration| -> Result<Duration, ScenarioError> {
-            match v {
-                Some(x) => cx.duration(x, &format!("process.{key}")),
-                None => Ok(default),
-            }
-        };
-
-    let pk = match kind {
-        "cat" => {
-            let files = set("files", &p.files, &["file", "app"], false)?;
-            let s = sets.iter().find(|s| s.name == files).expect("checked");
-            if count > 1 && s.count != count && s.count != 1 {
-                return Err(cx.at(
-                    p.files.as_ref().expect("some"),
-                    "process.files",
-                    "give each cat one file (equal counts) or one set",
-                ));
-            }
-            ProcKind::Cat { files, bs }
-        }
-        "find-cat" => ProcKind::FindCat {
-            files: set("files", &p.files, &["tree", "dir"], true)?,
-            bs,
-            batch: int("batch", &p.batch, 1, 1 << 20, find_cat::XARGS_BATCH as i64)? as usize,
-            pipe: int("pipe", &p.pipe, 1, 1 << 20, find_cat::PIPE_NAMES as i64)? as usize,
-            stat: p.stat.as_ref().is_none_or(|s| *s.get_ref()),
-        },
-        "dd" => {
-            let size = nonzero("size", need("size", size_of("size", &p.size)?)?)?;
-            ProcKind::Dd {
-                files: set("files", &p.files, &["file", "empty"], true)?,
-                bs,
-                size,
-            }
-        }
-        "cp" => ProcKind::Cp {
-            files: set("files", &p.files, &["file", "tree", "dir"], true)?,
-            dir: dir(&p.dir)?,
-            bs,
-            sync: p.sync.as_ref().is_none_or(|s| *s.get_ref()),
-        },
-        "write-and-fsync" => ProcKind::WriteAndFsync {
-            dir: dir(&p.dir)?,
-            size: nonzero("size", need("size", size_of("size", &p.size)?)?)?,
-            fsync: p.sync.as_ref().is_none_or(|s| *s.get_ref()),
-        },
-        "app-start" => ProcKind::AppStart {
-            files: set("files", &p.files, &["app"], true)?,
-        },
-        "player" => ProcKind::Player {
-            files: set("files", &p.files, &["file"], true)?,
-            frame: nonzero("frame", size_of("frame", &p.frame)?.unwrap_or(16 << 10))?,
-            period: dur("period", &p.period, Duration::from_millis(40))?,
-            frames: int("frames", &p.frames, 1, 100_000_000, 1500)? as u64,
-            buffer: int("buffer", &p.buffer, 1, 1_000_000, 1)? as u64,
-        },
-        "tiotest" => ProcKind::Tiotest {
-            dir: dir(&p.dir)?,
-            threads: int("threads", &p.threads, 1, 1024, 4)? as u32,
-            size: nonzero("size", size_of("size", &p.size)?.unwrap_or(10 << 20))?,
-            bs,
-            random_ops: int("random_ops", &p.random_ops, 0, 100_000_000, 1000)? as u64,
-        },
-        "fsync-tester" => ProcKind::FsyncTester {
-            files: set("files", &p.files, &["file", "empty"], true)?,
-            size: nonzero("size", size_of("size", &p.size)?.unwrap_or(1 << 20))?,
-            interval: dur("interval", &p.interval, Duration::from_secs(4))?,
-            duration: dur("duration", &p.duration, Duration::from_secs(60))?,
-            random_writer: match &p.random_writer {
-                Some(_) => Some(set("random_writer", &p.random_writer, &["file"], true)?),
-                None => None,
-            },
-        },
-        _ => unreachable!("kind checked above"),
-    };
+        args.insert(k.name, v);
+    }
     Ok(ProcessSpec {
         name,
-        line: cx.line(p.name.span().start),
+        line: cx.line(name_v.span().start),
         count,
-        kind: pk,
-        start: match &p.start {
-            Some(s) => cx.duration(s, "process.start")?,
+        program,
+        args,
+        start: match p.get("start") {
+            Some(s) => cx.duration(&string(cx, s, "process.start")?, "process.start")?,
             None => Duration::ZERO,
         },
-        prio: match &p.prio {
-            Some(x) => x
-                .get_ref()
-                .parse::<IoPrio>()
-                .map_err(|e| cx.at(x, "process.prio", e.to_string()))?,
+        prio: match p.get("prio") {
+            Some(x) => {
+                let x = string(cx, x, "process.prio")?;
+                x.get_ref()
+                    .parse::<IoPrio>()
+                    .map_err(|e| cx.at(&x, "process.prio", e.to_string()))?
+            }
             None => IoPrio::default(),
         },
         background,
-        group: match &p.group {
+        group: match p.get("group") {
             None => GroupId::ROOT,
-            Some(g) => groups.find(g.get_ref()).ok_or_else(|| {
-                cx.at(
-                    g,
-                    "process.group",
-                    format!("no group named {:?}", g.get_ref()),
-                )
-            })?,
+            Some(g) => {
+                let g = string(cx, g, "process.group")?;
+                groups.find(g.get_ref()).ok_or_else(|| {
+                    cx.at(
+                        &g,
+                        "process.group",
+                        format!("no group named {:?}", g.get_ref()),
+                    )
+                })?
+            }
         },
     })
 }
 
-/// One placed instance of a file set.
-#[derive(Clone, Debug)]
-struct Placed {
-    top: FileId,
-    files: Vec<FileId>,
-    ops: Vec<AppOp>,
-}
-
-/// Build the host of `spec` for one run: the file system with its file
-/// sets placed, and every process spawned. Tasks are numbered from
-/// `first_task`. The file sets were on the disk before the run: they are
-/// placed with `files_allocator` (the scenario's own host's) unless a set
-/// names its own, whatever kernel the run's host is; files created during
-/// the run use the run's host's allocator.
+/// Build the host of `spec` for one run (`elevator_host::setup::build`),
+/// with the device's limits and the block layer's request slots, and its
+/// errors named by the scenario's file, line and key.
 pub(crate) fn build_host(
     spec: &HostSpec,
     limits: &QueueLimits,
@@ -839,252 +646,26 @@ pub(crate) fn build_host(
     if let Some(n) = nr_requests {
         params.nr_requests = n.min(u32::MAX as usize) as u32;
     }
-    let capacity: Sector = limits.capacity;
-    // The file system is at least one block group, wherever it starts.
-    let group_bytes = params.fs.blocks_per_group * params.fs.block_size;
-    let fs_bytes = params.fs.size.unwrap_or(group_bytes).max(group_bytes);
-    if params.fs.offset.saturating_add(fs_bytes) > capacity * SECTOR_SIZE {
-        let (key, line) = if params.fs.size.is_some() {
-            ("host.fs_size", spec.fs_size_line)
-        } else {
-            ("host.fs_offset", spec.fs_offset_line)
-        };
-        return Err(ScenarioError::new(
-            file,
-            line,
-            Some(key),
-            format!(
-                "a file system of {fs_bytes} bytes from byte {} ends past the device ({} bytes)",
-                params.fs.offset,
-                capacity * SECTOR_SIZE
-            ),
-        ));
-    }
-    let host_allocator = params.fs.allocator;
-    let mut host = Host::new(params, capacity, seed, first_task);
-    let mut placed: BTreeMap<String, Vec<Placed>> = BTreeMap::new();
-    for (n, set) in spec.files.iter().enumerate() {
-        let parent = match &set.within {
-            Some(w) => placed[w][0].top,
-            None => FileId::ROOT,
-        };
-        // The process that created the set, for ext2's block colouring.
-        let pid = 300 + n as u32;
-        let mut out = Vec::new();
-        for i in 0..set.count {
-            let fs = host.fs_mut();
-            let fs_bytes = fs.geo.blocks * fs.geo.block_size;
-            // The sets were on the disk before the run: if they do not fit,
-            // the scenario cannot start.
-            let full = |_| {
-                ScenarioError::new(
-                    file,
-                    Some(set.line),
-                    Some("files"),
-                    format!(
-                        "file set {:?} (instance {i}) does not fit: the file system of \
-                         {fs_bytes} bytes is full (see host.fs_size)",
-                        set.name
-                    ),
-                )
+    setup::build(
+        params,
+        limits.capacity,
+        &spec.files,
+        &spec.processes,
+        seed,
+        first_task,
+        files_allocator,
+    )
+    .map_err(|e| match e {
+        SetupError::FsPastDevice { key, message } => {
+            let line = if key == "host.fs_size" {
+                spec.fs_size_line
+            } else {
+                spec.fs_offset_line
             };
-            fs.params.allocator = set.allocator.unwrap_or(files_allocator);
-            let mut rng = Prng::derive(seed, &format!("files.{}.{i}", set.name));
-            let p = match &set.kind {
-                FileKind::File { size } => {
-                    let f = gen::big_file(fs, parent, *size, pid).map_err(full)?;
-                    Placed {
-                        top: f,
-                        files: vec![f],
-                        ops: Vec::new(),
-                    }
-                }
-                FileKind::Empty => {
-                    let f = fs.create(parent, Kind::File, pid).map_err(full)?;
-                    Placed {
-                        top: f,
-                        files: vec![f],
-                        ops: Vec::new(),
-                    }
-                }
-                FileKind::Dir => {
-                    let d = fs.create(parent, Kind::Dir, pid).map_err(full)?;
-                    Placed {
-                        top: d,
-                        files: Vec::new(),
-                        ops: Vec::new(),
-                    }
-                }
-                FileKind::KernelTree => {
-                    let shape = TreeShape::kernel_tree(&mut rng);
-                    let top = gen::place_tree(fs, parent, &shape, pid).map_err(full)?;
-                    Placed {
-                        top,
-                        files: gen::files_under(fs, top),
-                        ops: Vec::new(),
-                    }
-                }
-                FileKind::Copy { of } => {
-                    let src = &placed[of];
-                    let from = src[(i as usize).min(src.len() - 1)].top;
-                    let shape = gen::shape_of(fs, from);
-                    let top = gen::place_tree(fs, parent, &shape, pid).map_err(full)?;
-                    Placed {
-                        top,
-                        files: gen::files_under(fs, top),
-                        ops: Vec::new(),
-                    }
-                }
-                FileKind::App => {
-                    let (top, ops) = gen::xterm_startup(fs, parent, &mut rng, pid).map_err(full)?;
-                    Placed {
-                        top,
-                        files: gen::files_under(fs, top),
-                        ops,
-                    }
-                }
-            };
-            out.push(p);
+            ScenarioError::new(file, line, Some(key), message)
         }
-        host.fs_mut().params.allocator = host_allocator;
-        placed.insert(set.name.clone(), out);
-    }
-
-    let pick = |name: &str, i: u32| -> &Placed {
-        let v = &placed[name];
-        &v[(i as usize).min(v.len() - 1)]
-    };
-    for p in &spec.processes {
-        for i in 0..p.count {
-            let row_name = instance_name(&p.name, p.count, i);
-            let row = host.add_row(&row_name, !p.background);
-            let looping = p.background;
-            let first_pid = host.process_count();
-            match &p.kind {
-                ProcKind::Cat { files, bs } => {
-                    let set = &placed[files];
-                    let list = if set.len() == p.count as usize && p.count > 1 {
-                        set[i as usize].files.clone()
-                    } else {
-                        set.iter().flat_map(|x| x.files.iter().copied()).collect()
-                    };
-                    host.spawn(row, Box::new(Cat::new(list, *bs, looping)), p.start, p.prio);
-                }
-                ProcKind::FindCat {
-                    files,
-                    bs,
-                    batch,
-                    pipe,
-                    stat,
-                } => {
-                    let top = pick(files, i).top;
-                    let pipe = host.new_pipe(*pipe);
-                    host.spawn(row, Box::new(Find::new(top, pipe, *stat)), p.start, p.prio);
-                    host.spawn(
-                        row,
-                        Box::new(XargsCat::new(pipe, *batch, *bs)),
-                        p.start,
-                        p.prio,
-                    );
-                }
-                ProcKind::Dd { files, bs, size } => {
-                    let f = pick(files, i).top;
-                    let count = size.div_ceil(*bs);
-                    host.spawn(
-                        row,
-                        Box::new(Dd::new(f, *bs, count, looping)),
-                        p.start,
-                        p.prio,
-                    );
-                }
-                ProcKind::Cp {
-                    files,
-                    dir,
-                    bs,
-                    sync,
-                } => {
-                    let src = pick(files, i).top;
-                    let is_dir = host.fs().is_dir(src);
-                    let dst = dir.as_ref().map_or(FileId::ROOT, |d| pick(d, i).top);
-                    host.spawn(
-                        row,
-                        Box::new(Cp::new(src, is_dir, dst, *bs, *sync)),
-                        p.start,
-                        p.prio,
-                    );
-                }
-                ProcKind::WriteAndFsync { dir, size, fsync } => {
-                    let d = dir.as_ref().map_or(FileId::ROOT, |d| pick(d, i).top);
-                    host.spawn(
-                        row,
-                        Box::new(WriteAndFsync::new(d, *size, *fsync)),
-                        p.start,
-                        p.prio,
-                    );
-                }
-                ProcKind::AppStart { files } => {
-                    let ops = pick(files, i).ops.clone();
-                    host.spawn(row, Box::new(AppStart::new(ops)), p.start, p.prio);
-                }
-                ProcKind::Player {
-                    files,
-                    frame,
-                    period,
-                    frames,
-                    buffer,
-                } => {
-                    let f = pick(files, i).top;
-                    let program = Player::new(f, *frame, *period, *frames, *buffer, looping);
-                    host.spawn(row, Box::new(program), p.start, p.prio);
-                }
-                ProcKind::Tiotest {
-                    dir,
-                    threads,
-                    size,
-                    bs,
-                    random_ops,
-                } => {
-                    let d = dir.as_ref().map_or(FileId::ROOT, |d| pick(d, i).top);
-                    let barrier = host.new_barrier(*threads as usize);
-                    for t in 0..*threads {
-                        let rng = Prng::derive(seed, &format!("{row_name}.thread{t}"));
-                        let program = TiotestThread::new(d, *size, *bs, *random_ops, barrier, rng);
-                        host.spawn(row, Box::new(program), p.start, p.prio);
-                    }
-                }
-                ProcKind::FsyncTester {
-                    files,
-                    size,
-                    interval,
-                    duration,
-                    random_writer,
-                } => {
-                    let f = pick(files, i).top;
-                    host.spawn(
-                        row,
-                        Box::new(FsyncTester::new(f, *size, *interval, *duration)),
-                        p.start,
-                        p.prio,
-                    );
-                    if let Some(rw) = random_writer {
-                        let target = pick(rw, i).top;
-                        let rrow = host.add_row(&format!("{row_name}.rnd"), false);
-                        let rng = Prng::derive(seed, &format!("{row_name}.rnd"));
-                        host.spawn(
-                            rrow,
-                            Box::new(RandomWriter::new(target, rng)),
-                            p.start,
-                            p.prio,
-                        );
-                    }
-                }
-            }
-            if p.group != GroupId::ROOT {
-                for pid in first_pid..host.process_count() {
-                    host.set_group(pid, p.group);
-                }
-            }
+        SetupError::SetDoesNotFit { line, message } => {
+            ScenarioError::new(file, Some(line), Some("files"), message)
         }
-    }
-    Ok(host)
+    })
 }

@@ -12,6 +12,7 @@
 //! compiled into the binary.
 
 mod builtin;
+mod ctx;
 mod error;
 pub mod fuzzing;
 mod host;
@@ -29,7 +30,7 @@ pub mod validate;
 
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
-pub use host::{FileKind, FileSetSpec, HostSpec, ProcKind, ProcessSpec};
+pub use host::{FileKind, FileSetSpec, HostSpec, ProcessSpec};
 pub use parse::{JobTemplate, Scenario, Sweep, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS};
 pub use run::{apply_block, run, run_one, run_policy, RunOptions};
 pub use units::{parse_duration, parse_size};

@@ -1,8 +1,8 @@
 //! The scenario file format and its validation.
 
+pub(crate) use crate::ctx::Ctx;
 use crate::error::{key_on_line, Lines, ScenarioError};
-use crate::result::{Metric, Reduce, ResultSpec};
-use crate::units::{parse_duration, parse_size};
+use crate::result::{Metric, RawResultChecked, Reduce, ResultSpec};
 use elevator_core::{
     Duration, GroupId, GroupTree, Instant, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
 };
@@ -223,86 +223,6 @@ pub struct Scenario {
     pub startups: Vec<crate::startup::StartupSpec>,
 }
 
-/// Error helpers bound to one file's text.
-pub(crate) struct Ctx<'a> {
-    pub(crate) file: &'a str,
-    pub(crate) lines: Lines,
-}
-
-impl Ctx<'_> {
-    /// The 1-based line of byte offset `at`.
-    pub(crate) fn line(&self, at: usize) -> usize {
-        self.lines.line(at)
-    }
-    pub(crate) fn at<T>(&self, v: &S<T>, key: &str, message: impl Into<String>) -> ScenarioError {
-        ScenarioError::new(
-            self.file,
-            Some(self.line(v.span().start)),
-            Some(key),
-            message,
-        )
-    }
-    pub(crate) fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
-        parse_size(v.get_ref()).map_err(|m| self.at(v, key, m))
-    }
-    /// A size that must be whole sectors: the block layer addresses
-    /// 512-byte sectors, and a remainder would be dropped without a word.
-    pub(crate) fn sectors(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
-        let bytes = self.size(v, key)?;
-        if bytes % SECTOR_SIZE != 0 {
-            return Err(self.at(
-                v,
-                key,
-                format!("{bytes} is not a multiple of 512 bytes (one sector)"),
-            ));
-        }
-        Ok(bytes)
-    }
-    pub(crate) fn duration(&self, v: &S<String>, key: &str) -> Result<Duration, ScenarioError> {
-        parse_duration(v.get_ref()).map_err(|m| self.at(v, key, m))
-    }
-    /// The period of something that wakes up every period until the time
-    /// limit: positive, and at most [`MAX_TICKS`] wake-ups in `time_limit`.
-    pub(crate) fn period(
-        &self,
-        v: &S<String>,
-        key: &str,
-        time_limit: Duration,
-    ) -> Result<Duration, ScenarioError> {
-        let d = self.duration(v, key)?;
-        if d == Duration::ZERO {
-            return Err(self.at(v, key, "must be positive"));
-        }
-        let ticks = time_limit.0 / d.0;
-        if ticks > MAX_TICKS {
-            return Err(self.at(
-                v,
-                key,
-                format!(
-                    "{ticks} wake-ups within the time limit of {:.3} s; at most {MAX_TICKS} \
-                     (lengthen the period or shorten time_limit)",
-                    time_limit.as_secs_f64()
-                ),
-            ));
-        }
-        Ok(d)
-    }
-    pub(crate) fn int(
-        &self,
-        v: &S<i64>,
-        key: &str,
-        lo: i64,
-        hi: i64,
-    ) -> Result<i64, ScenarioError> {
-        let x = *v.get_ref();
-        if (lo..=hi).contains(&x) {
-            Ok(x)
-        } else {
-            Err(self.at(v, key, format!("{x} is out of range {lo}..={hi}")))
-        }
-    }
-}
-
 impl Scenario {
     /// Parse and validate scenario `text` read from `file`.
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
@@ -455,19 +375,16 @@ impl Scenario {
         check_names_and_tasks(&cx, &raw, &jobs, host.as_ref(), &startups, &sweep)?;
         if let Some(h) = &host {
             for p in &h.processes {
-                let (period, key) = match &p.kind {
-                    crate::host::ProcKind::Player { period, .. } => (*period, "process.period"),
-                    crate::host::ProcKind::FsyncTester { interval, .. } => {
-                        (*interval, "process.interval")
-                    }
-                    _ => continue,
+                let Some(name) = p.program.period else {
+                    continue;
                 };
+                let (period, key) = (p.args.time(name), format!("process.{name}"));
                 let ticks = time_limit.0 / period.0.max(1);
                 if period == Duration::ZERO || ticks > MAX_TICKS {
                     return Err(ScenarioError::new(
                         file,
                         Some(p.line),
-                        Some(key),
+                        Some(&key),
                         format!(
                             "{} wake-ups within the time limit; a period is positive and \
                              gives at most {MAX_TICKS}",
@@ -566,10 +483,7 @@ fn check_names_and_tasks(
     let mut tasks: u64 = jobs.iter().map(|j| u64::from(swept(j))).sum();
     if let Some(h) = host {
         for p in &h.processes {
-            let threads = match &p.kind {
-                crate::host::ProcKind::Tiotest { threads, .. } => u64::from(*threads),
-                _ => 2,
-            };
+            let threads = (p.program.tasks)(&p.args);
             tasks += u64::from(p.count) * threads;
         }
     }
@@ -626,16 +540,6 @@ const TOP_LEVEL_REQUIRED: &[&str] = &["name", "description", "result"];
 fn unknown_policy(name: &str) -> String {
     let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
     format!("unknown scheduler {name:?} (known: {})", known.join(", "))
-}
-
-/// The result section with its strings checked.
-pub(crate) struct RawResultChecked {
-    pub name: String,
-    pub unit: String,
-    pub metric: Metric,
-    pub job: Option<String>,
-    pub group: Option<String>,
-    pub reduce: Option<Reduce>,
 }
 
 fn cx_result(

@@ -507,11 +507,10 @@ fn weight(unit: &Unit, scenarios: &[Scenario]) -> u64 {
         Unit::Letter { .. } => 3,
         Unit::Policy { scenario, policy } => {
             let s = &scenarios[*scenario];
-            let tree = s.host.as_ref().is_some_and(|h| {
-                h.processes
-                    .iter()
-                    .any(|p| matches!(p.kind, crate::ProcKind::FindCat { .. }))
-            });
+            let tree = s
+                .host
+                .as_ref()
+                .is_some_and(|h| h.processes.iter().any(|p| p.program.name == "find-cat"));
             // The 2.4 elevator and noop starve the tree read the longest.
             let slow_policy = matches!(policy.as_str(), "linus24" | "noop" | "deadline");
             u64::from(tree) * 2 + u64::from(tree && slow_policy) * 2

@@ -1,7 +1,6 @@
 //! The headline result a scenario names, and how it is computed from the
 //! jobs' statistics.
 
-use crate::parse::RawResultChecked;
 use elevator_core::Instant;
 use elevator_metrics::{GroupReport, JobReport};
 use std::str::FromStr;
@@ -199,4 +198,14 @@ impl ResultSpec {
             Reduce::Mean => values.iter().sum::<f64>() / values.len() as f64,
         }
     }
+}
+
+/// The result section with its strings checked.
+pub(crate) struct RawResultChecked {
+    pub name: String,
+    pub unit: String,
+    pub metric: Metric,
+    pub job: Option<String>,
+    pub group: Option<String>,
+    pub reduce: Option<Reduce>,
 }

@@ -15,7 +15,7 @@
 //! and read when the scenario runs, so a scenario that names a missing
 //! trace parses but fails to run, naming the file it looked for.
 
-use crate::parse::Ctx;
+use crate::ctx::Ctx;
 use crate::units::parse_duration;
 use crate::ScenarioError;
 use elevator_core::{Duration, QueueLimits, SECTOR_SIZE};

@@ -75,3 +75,27 @@ impl Program for AppStart {
         }
     }
 }
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// `kind = "app-start"`: `files` (an app set, whose recorded operations it
+/// replays).
+pub const TYPE: ProgramType = ProgramType {
+    name: "app-start",
+    keys: &[Key {
+        name: "files",
+        ty: KeyType::Files {
+            kinds: &[SetKind::App],
+            share: Share::PerInstance,
+        },
+        default: registry::Default::Required,
+    }],
+    period: None,
+    tasks: registry::one_task,
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let ops = at.pick(args.files("files")).ops.clone();
+    at.spawn(Box::new(AppStart::new(ops)));
+}

@@ -69,3 +69,31 @@ impl Program for Cat {
         }
     }
 }
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// `kind = "cat"`: `files` (a file or app set; one instance each, or one
+/// process reading every instance) and `bs`.
+pub const TYPE: ProgramType = ProgramType {
+    name: "cat",
+    keys: &[
+        Key {
+            name: "files",
+            ty: KeyType::Files {
+                kinds: &[SetKind::File, SetKind::App],
+                share: Share::PerInstanceOrAll,
+            },
+            default: registry::Default::Required,
+        },
+        registry::BS,
+    ],
+    period: None,
+    tasks: registry::one_task,
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let files = at.files_of(args.files("files"));
+    let looping = at.looping;
+    at.spawn(Box::new(Cat::new(files, args.size("bs"), looping)));
+}

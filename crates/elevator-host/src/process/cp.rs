@@ -179,3 +179,46 @@ impl Program for Cp {
         }
     }
 }
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// `kind = "cp"`: `files` (a file, tree or directory to copy), `dir` (where
+/// to, default the root), `bs`, and `sync` (run `sync` after, default yes).
+pub const TYPE: ProgramType = ProgramType {
+    name: "cp",
+    keys: &[
+        Key {
+            name: "files",
+            ty: KeyType::Files {
+                kinds: &[SetKind::File, SetKind::Tree, SetKind::Dir],
+                share: Share::PerInstance,
+            },
+            default: registry::Default::Required,
+        },
+        Key {
+            name: "dir",
+            ty: KeyType::Files {
+                kinds: &[SetKind::Dir],
+                share: Share::Any,
+            },
+            default: registry::Default::Absent,
+        },
+        registry::BS,
+        Key {
+            name: "sync",
+            ty: KeyType::Bool,
+            default: registry::Default::Bool(true),
+        },
+    ],
+    period: None,
+    tasks: registry::one_task,
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let src = at.top(args.files("files"));
+    let is_dir = at.host.fs().is_dir(src);
+    let dst = at.dir_or_root(args.files_opt("dir"));
+    let program = Cp::new(src, is_dir, dst, args.size("bs"), args.flag("sync"));
+    at.spawn(Box::new(program));
+}

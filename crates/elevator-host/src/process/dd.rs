@@ -56,3 +56,41 @@ impl Program for Dd {
         Syscall::Exit
     }
 }
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// `kind = "dd"`: `files` (a file or empty set), `bs` and `size` (the bytes
+/// to write, `count = size / bs` rounded up).
+pub const TYPE: ProgramType = ProgramType {
+    name: "dd",
+    keys: &[
+        Key {
+            name: "files",
+            ty: KeyType::Files {
+                kinds: &[SetKind::File, SetKind::Empty],
+                share: Share::PerInstance,
+            },
+            default: registry::Default::Required,
+        },
+        registry::BS,
+        Key {
+            name: "size",
+            ty: KeyType::Size {
+                min: 1,
+                max: u64::MAX,
+            },
+            default: registry::Default::Required,
+        },
+    ],
+    period: None,
+    tasks: registry::one_task,
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let file = at.top(args.files("files"));
+    let bs = args.size("bs");
+    let count = args.size("size").div_ceil(bs);
+    let looping = at.looping;
+    at.spawn(Box::new(Dd::new(file, bs, count, looping)));
+}

@@ -190,3 +190,56 @@ impl Program for XargsCat {
         }
     }
 }
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// `kind = "find-cat"`: `files` (a tree or directory), `bs`, `batch`
+/// (xargs' names per `cat`, default [`XARGS_BATCH`]), `pipe` (names the
+/// pipe holds, default [`PIPE_NAMES`]) and `stat` (find stats every entry,
+/// default yes). Two processes, find and xargs, in one row.
+pub const TYPE: ProgramType = ProgramType {
+    name: "find-cat",
+    keys: &[
+        Key {
+            name: "files",
+            ty: KeyType::Files {
+                kinds: &[SetKind::Tree, SetKind::Dir],
+                share: Share::PerInstance,
+            },
+            default: registry::Default::Required,
+        },
+        registry::BS,
+        Key {
+            name: "batch",
+            ty: KeyType::Int {
+                min: 1,
+                max: 1 << 20,
+            },
+            default: registry::Default::Int(XARGS_BATCH as i64),
+        },
+        Key {
+            name: "pipe",
+            ty: KeyType::Int {
+                min: 1,
+                max: 1 << 20,
+            },
+            default: registry::Default::Int(PIPE_NAMES as i64),
+        },
+        Key {
+            name: "stat",
+            ty: KeyType::Bool,
+            default: registry::Default::Bool(true),
+        },
+    ],
+    period: None,
+    tasks: |_| 2,
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let top = at.top(args.files("files"));
+    let pipe = at.host.new_pipe(args.int("pipe") as usize);
+    at.spawn(Box::new(Find::new(top, pipe, args.flag("stat"))));
+    let xargs = XargsCat::new(pipe, args.int("batch") as usize, args.size("bs"));
+    at.spawn(Box::new(xargs));
+}

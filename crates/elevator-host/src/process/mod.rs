@@ -7,6 +7,10 @@
 //! nothing else; `elevator-workload` stays the home of block-level jobs
 //! and of the `Mix` that runs both side by side.
 //!
+//! Each module also declares its [`ProgramType`] (`TYPE`): the keys a
+//! `[[process]]` section gives it and how it spawns; [`registry::PROGRAMS`]
+//! lists them.
+//!
 //! | module | command |
 //! |---|---|
 //! | [`cat`] | `cat FILE... > /dev/null`, once or in an endless loop |
@@ -26,6 +30,7 @@ pub mod dd;
 pub mod find_cat;
 pub mod fsync_tester;
 pub mod player;
+pub mod registry;
 pub mod tiotest;
 pub mod write_fsync;
 
@@ -36,6 +41,7 @@ pub use dd::Dd;
 pub use find_cat::{Find, XargsCat};
 pub use fsync_tester::{FsyncTester, RandomWriter};
 pub use player::Player;
+pub use registry::{ProgramType, PROGRAMS};
 pub use tiotest::TiotestThread;
 pub use write_fsync::WriteAndFsync;
 

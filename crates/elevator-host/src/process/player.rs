@@ -96,3 +96,73 @@ impl Program for Player {
         }
     }
 }
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// A frame of 16 KiB every 40 ms: a 3.2 Mbit/s stream at 25 frames per
+/// second, the PAL frame rate.
+const FRAME: u64 = 16 << 10;
+const PERIOD: Duration = Duration::from_millis(40);
+/// One minute of frames at 25 per second.
+const FRAMES: i64 = 1500;
+
+/// `kind = "player"`: `files` (the media file), `frame` (bytes per frame),
+/// `period`, `frames` and `buffer` (frames read ahead).
+pub const TYPE: ProgramType = ProgramType {
+    name: "player",
+    keys: &[
+        Key {
+            name: "files",
+            ty: KeyType::Files {
+                kinds: &[SetKind::File],
+                share: Share::PerInstance,
+            },
+            default: registry::Default::Required,
+        },
+        Key {
+            name: "frame",
+            ty: KeyType::Size {
+                min: 1,
+                max: u64::MAX,
+            },
+            default: registry::Default::Size(FRAME),
+        },
+        Key {
+            name: "period",
+            ty: KeyType::Time,
+            default: registry::Default::Time(PERIOD),
+        },
+        Key {
+            name: "frames",
+            ty: KeyType::Int {
+                min: 1,
+                max: 100_000_000,
+            },
+            default: registry::Default::Int(FRAMES),
+        },
+        Key {
+            name: "buffer",
+            ty: KeyType::Int {
+                min: 1,
+                max: 1_000_000,
+            },
+            default: registry::Default::Int(1),
+        },
+    ],
+    period: Some("period"),
+    tasks: registry::one_task,
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let file = at.top(args.files("files"));
+    let program = Player::new(
+        file,
+        args.size("frame"),
+        args.time("period"),
+        args.int("frames") as u64,
+        args.int("buffer") as u64,
+        at.looping,
+    );
+    at.spawn(Box::new(program));
+}

@@ -1,29 +1,49 @@
 //! tiotest (tiobench) with N threads, as ../shared/reference/
-//! devices-workloads-traces.md §4.1 describes tiotest.c: each thread owns a
-//! file of `size` bytes and runs four phases — sequential write, random
-//! write, sequential read, random read — all threads concurrently within a
-//! phase, the next phase starting when every thread has finished the last
-//! (threads are joined and re-created; here they meet at a barrier).
-//! Sequential phases move the whole file in `bs` calls; random phases do
-//! `random_ops` calls per thread at `rand() % blocks` block offsets. Write
-//! phases end with fsync, which the phase time includes; per-call latency
-//! covers only the read(2)/write(2).
+//! linux-2.6.3x-era.md §8.1 and devices-workloads-traces.md §4.1 describe
+//! tiotest.c of tiobench 0.3.3: each thread owns a file of `size` bytes and
+//! runs four phases in order — sequential write, random write, sequential
+//! read, random read — all threads concurrently within a phase, the next
+//! phase starting when every thread has finished the last (threads are
+//! joined and re-created; here they meet at a barrier). Sequential phases
+//! move the whole file in `bs` calls; random phases do `random_ops` calls
+//! per thread at `rand() % blocks` block offsets. Write phases end with
+//! fsync, which the phase time includes; per-call latency covers only the
+//! read(2)/write(2).
 //!
-//! The threads share one report row and write its tables as extras:
-//! per phase (`seq_write`, `rand_write`, `seq_read`, `rand_read`) the rate
+//! The threads share one report row. Every timed call is a per-call sample
+//! (`seq_write.write`, `rand_write.write`, `seq_read.read`,
+//! `rand_read.read`, and `seq_write.fsync`, `rand_write.fsync`). Extras per
+//! phase (`seq_write`, `rand_write`, `seq_read`, `rand_read`): the rate
 //! `{phase}_mb_s` (MiB over the phase's wall time, first thread's start to
-//! last thread's end) and the latency table `{phase}_lat_avg_ms`,
+//! last thread's end) and the latency figures `{phase}_lat_avg_ms`,
 //! `{phase}_lat_max_ms`, `{phase}_pct_over_2s`, `{phase}_pct_over_10s`.
-//! The "Total" latency row is the row's own latency statistics. Random
-//! phases count `threads x random_ops x bs` bytes, as tiotest 0.3.3 did
-//! (0.3.5 to 0.4.2 counted the whole file instead).
+//! Random phases count `threads x random_ops x bs` bytes, as tiotest 0.3.3
+//! did (0.3.5 to 0.4.2 counted the whole file instead).
+//!
+//! When the last thread ends, the row's output holds tiotest's two tables
+//! in its own layout (`print_results` of tiotest.c 0.3.3): "Tiotest results
+//! for N concurrent io threads" (per phase: MB, time, rate) and "Tiotest
+//! latency results" (per phase and in total: average and maximum latency,
+//! % of calls over 2 s and over 10 s, `LATENCY_STAT1`/`LATENCY_STAT2`). One
+//! departure: the results table's "Usr CPU" and "Sys CPU" columns, which
+//! the simulator has no figures for, are replaced by the phase's calls per
+//! second.
 
 use crate::fs::FileId;
 use crate::syscall::{BarrierId, Ctx, Program, Syscall};
-use elevator_core::Prng;
+use elevator_core::{Duration, Prng};
+use elevator_metrics::CallSamples;
 
 /// The phases in order.
 pub const PHASES: [&str; 4] = ["seq_write", "rand_write", "seq_read", "rand_read"];
+
+/// tiotest's names of the phases in its tables.
+const ITEMS: [&str; 4] = ["Write", "Random Write", "Read", "Random Read"];
+
+/// tiotest.c's `LATENCY_STAT1` and `LATENCY_STAT2`: calls slower than these
+/// are counted in the latency table's last two columns.
+pub const LATENCY_STAT1: Duration = Duration::from_secs(2);
+pub const LATENCY_STAT2: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
@@ -43,20 +63,23 @@ pub struct TiotestThread {
     size: u64,
     bs: u64,
     random_ops: u64,
+    threads: u32,
     barrier: BarrierId,
     rng: Prng,
     phase: usize,
     step: Step,
     i: u64,
-    after_op: bool,
+    after: Option<&'static str>,
 }
 
 impl TiotestThread {
+    /// One of `threads` threads meeting at `barrier` between phases.
     pub fn new(
         dir: FileId,
         size: u64,
         bs: u64,
         random_ops: u64,
+        threads: u32,
         barrier: BarrierId,
         rng: Prng,
     ) -> Self {
@@ -66,12 +89,13 @@ impl TiotestThread {
             size,
             bs: bs.max(1),
             random_ops,
+            threads: threads.max(1),
             barrier,
             rng,
             phase: 0,
             step: Step::Barrier,
             i: 0,
-            after_op: false,
+            after: None,
         }
     }
 
@@ -92,24 +116,96 @@ fn key(phase: usize, what: &str) -> String {
     format!("{}_{what}", PHASES[phase])
 }
 
+/// The name of phase `phase`'s read or write call among the samples.
+pub fn call(phase: usize) -> String {
+    let op = if phase < 2 { "write" } else { "read" };
+    format!("{}.{op}", PHASES[phase])
+}
+
+/// Average and maximum in milliseconds and the percentages over the two
+/// limits, of `samples`.
+fn latency(samples: &[Duration]) -> (f64, f64, f64, f64) {
+    if samples.is_empty() {
+        return (0.0, 0.0, 0.0, 0.0);
+    }
+    let n = samples.len() as f64;
+    let sum: f64 = samples.iter().map(|d| d.as_millis_f64()).sum();
+    let max = samples.iter().max().map_or(0.0, |d| d.as_millis_f64());
+    let over = |limit: Duration| 100.0 * samples.iter().filter(|d| **d > limit).count() as f64 / n;
+    (sum / n, max, over(LATENCY_STAT1), over(LATENCY_STAT2))
+}
+
+/// tiotest's two tables from the row's extras and samples.
+pub fn tables(
+    threads: u32,
+    extra: &std::collections::BTreeMap<String, f64>,
+    calls: &CallSamples,
+) -> Vec<String> {
+    let g = |p: usize, what: &str| extra.get(&key(p, what)).copied().unwrap_or(0.0);
+    // tiotest.c prints "| Write %11.0f MBs |": the item and its MB fill 21
+    // columns.
+    let mut out = vec![
+        format!("Tiotest results for {threads} concurrent io threads:"),
+        format!(",{}.", "-".repeat(62)),
+        "| Item                  | Time     | Rate         | Calls/s    |".into(),
+        "+-----------------------+----------+--------------+------------+".into(),
+    ];
+    for (p, item) in ITEMS.iter().enumerate() {
+        let time = g(p, "end_s") - g(p, "start_s");
+        let n = calls.samples(&call(p)).len() as f64;
+        let per_s = |x: f64| if time > 0.0 { x / time } else { 0.0 };
+        let width = 21 - item.len() - " MBs".len() - 1;
+        let label = format!("{item} {:>width$.0} MBs", g(p, "mb"));
+        out.push(format!(
+            "| {label} | {time:6.1} s | {:7.3} MB/s | {:10.1} |",
+            per_s(g(p, "mb")),
+            per_s(n)
+        ));
+    }
+    out.push(format!("`{}'", "-".repeat(62)));
+    out.push("Tiotest latency results:".into());
+    out.push(",-------------------------------------------------------------------------.".into());
+    out.push("| Item         | Average latency | Maximum latency | % >2 sec | % >10 sec |".into());
+    out.push("+--------------+-----------------+-----------------+----------+-----------+".into());
+    let row = |item: &str, samples: &[Duration]| {
+        let (avg, max, over1, over2) = latency(samples);
+        format!("| {item:<12} | {avg:12.3} ms | {max:12.3} ms | {over1:8.5} | {over2:9.5} |")
+    };
+    let mut all = Vec::new();
+    for (p, item) in ITEMS.iter().enumerate() {
+        let samples = calls.samples(&call(p));
+        out.push(row(item, samples));
+        all.extend_from_slice(samples);
+    }
+    out.push("|--------------+-----------------+-----------------+----------+-----------|".into());
+    out.push(row("Total", &all));
+    out.push("`--------------+-----------------+-----------------+----------+-----------'".into());
+    out
+}
+
 impl Program for TiotestThread {
     fn next(&mut self, cx: &mut Ctx<'_>) -> Syscall {
         let p = self.phase;
-        if self.after_op {
-            self.after_op = false;
-            let ms = cx.last.latency.as_millis_f64();
-            let x = &mut cx.stats.extra;
-            let n = x.entry(key(p, "calls")).or_insert(0.0);
-            *n += 1.0;
-            let n = *n;
-            let avg = x.entry(key(p, "lat_avg_ms")).or_insert(0.0);
-            *avg += (ms - *avg) / n;
-            let max = x.entry(key(p, "lat_max_ms")).or_insert(0.0);
-            *max = max.max(ms);
-            for (limit, name) in [(2000.0, "over_2s"), (10_000.0, "over_10s")] {
-                let c = x.entry(key(p, name)).or_insert(0.0);
-                if ms > limit {
-                    *c += 1.0;
+        if let Some(call) = self.after.take() {
+            let took = cx.last.latency;
+            cx.stats
+                .calls
+                .record(&format!("{}.{call}", PHASES[p]), took);
+            if call != "fsync" {
+                let ms = took.as_millis_f64();
+                let x = &mut cx.stats.extra;
+                let n = x.entry(key(p, "calls")).or_insert(0.0);
+                *n += 1.0;
+                let n = *n;
+                let avg = x.entry(key(p, "lat_avg_ms")).or_insert(0.0);
+                *avg += (ms - *avg) / n;
+                let max = x.entry(key(p, "lat_max_ms")).or_insert(0.0);
+                *max = max.max(ms);
+                for (limit, name) in [(LATENCY_STAT1, "over_2s"), (LATENCY_STAT2, "over_10s")] {
+                    let c = x.entry(key(p, name)).or_insert(0.0);
+                    if took > limit {
+                        *c += 1.0;
+                    }
                 }
             }
         }
@@ -149,14 +245,15 @@ impl Program for TiotestThread {
                         self.rng.below(self.blocks()) * self.bs
                     };
                     self.i += 1;
-                    self.after_op = true;
                     return if p < 2 {
+                        self.after = Some("write");
                         Syscall::Write {
                             file,
                             offset,
                             len: self.bs,
                         }
                     } else {
+                        self.after = Some("read");
                         Syscall::Read {
                             file,
                             offset,
@@ -166,6 +263,7 @@ impl Program for TiotestThread {
                 }
                 Step::Fsync => {
                     self.step = Step::Close;
+                    self.after = Some("fsync");
                     return Syscall::Fsync(self.file.expect("created"));
                 }
                 Step::Close => {
@@ -193,8 +291,85 @@ impl Program for TiotestThread {
                     }
                     self.phase += 1;
                     self.step = Step::Barrier;
+                    if self.phase == PHASES.len() {
+                        let done = x.entry("threads_done".into()).or_insert(0.0);
+                        *done += 1.0;
+                        if *done == f64::from(self.threads) {
+                            cx.stats.output =
+                                tables(self.threads, &cx.stats.extra, &cx.stats.calls);
+                        }
+                    }
                 }
             }
         }
+    }
+}
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// tiotest's defaults (tiotest.c of tiobench 0.3.3: `DEFAULT_THREADS 4`,
+/// `DEFAULT_FILESIZE 10` MB, `DEFAULT_RANDOM_OPS 1000`).
+const THREADS: i64 = 4;
+const SIZE: u64 = 10 << 20;
+const RANDOM_OPS: i64 = 1000;
+
+/// `kind = "tiotest"`: `dir` (where the threads' files go, default the
+/// root), `threads`, `size` (per thread), `bs` and `random_ops` (per thread
+/// and random phase).
+pub const TYPE: ProgramType = ProgramType {
+    name: "tiotest",
+    keys: &[
+        Key {
+            name: "dir",
+            ty: KeyType::Files {
+                kinds: &[SetKind::Dir],
+                share: Share::Any,
+            },
+            default: registry::Default::Absent,
+        },
+        Key {
+            name: "threads",
+            ty: KeyType::Int { min: 1, max: 1024 },
+            default: registry::Default::Int(THREADS),
+        },
+        Key {
+            name: "size",
+            ty: KeyType::Size {
+                min: 1,
+                max: u64::MAX,
+            },
+            default: registry::Default::Size(SIZE),
+        },
+        registry::BS,
+        Key {
+            name: "random_ops",
+            ty: KeyType::Int {
+                min: 0,
+                max: 100_000_000,
+            },
+            default: registry::Default::Int(RANDOM_OPS),
+        },
+    ],
+    period: None,
+    tasks: |args| args.int("threads") as u64,
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let dir = at.dir_or_root(args.files_opt("dir"));
+    let threads = args.int("threads") as u32;
+    let barrier = at.host.new_barrier(threads as usize);
+    for t in 0..threads {
+        let rng = at.rng(&format!("{}.thread{t}", at.row_name));
+        let program = TiotestThread::new(
+            dir,
+            args.size("size"),
+            args.size("bs"),
+            args.int("random_ops") as u64,
+            threads,
+            barrier,
+            rng,
+        );
+        at.spawn(Box::new(program));
     }
 }

@@ -85,3 +85,43 @@ impl Program for WriteAndFsync {
         }
     }
 }
+
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+
+/// `kind = "write-and-fsync"`: `dir` (where the new file goes, default the
+/// root), `size` and `sync` (fsync at the end, default yes).
+pub const TYPE: ProgramType = ProgramType {
+    name: "write-and-fsync",
+    keys: &[
+        Key {
+            name: "dir",
+            ty: KeyType::Files {
+                kinds: &[SetKind::Dir],
+                share: Share::Any,
+            },
+            default: registry::Default::Absent,
+        },
+        Key {
+            name: "size",
+            ty: KeyType::Size {
+                min: 1,
+                max: u64::MAX,
+            },
+            default: registry::Default::Required,
+        },
+        Key {
+            name: "sync",
+            ty: KeyType::Bool,
+            default: registry::Default::Bool(true),
+        },
+    ],
+    period: None,
+    tasks: registry::one_task,
+    build,
+};
+
+fn build(args: &Args, at: &mut Instance<'_>) {
+    let dir = at.dir_or_root(args.files_opt("dir"));
+    let program = WriteAndFsync::new(dir, args.size("size"), args.flag("sync"));
+    at.spawn(Box::new(program));
+}
