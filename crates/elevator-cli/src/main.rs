@@ -45,7 +45,7 @@ enum Command {
         seed: Option<u64>,
         /// Tunable override, POLICY.TUNABLE=VALUE (repeatable); `block.NAME=VALUE`
         /// sets the block layer (nr_requests, batch_requests, steal, inflight_limit and max_sectors in
-        /// bytes, restart_before_wakeup).
+        /// bytes, restart_before_wakeup; 0/1 for 2.6.32's sync_lists, congestion, plugging).
         #[arg(long = "set", value_name = "POLICY.TUNABLE=VALUE")]
         set: Vec<String>,
         /// Write the decision trace to FILE: one blkparse-like line per insert, merge,
@@ -944,6 +944,24 @@ fn show_block(out: &mut Vec<u8>) -> Result<()> {
             "0/1".into(),
             "a completion starts the next request before it wakes the submitter (2.4 IDE)".into(),
         ],
+        [
+            "sync_lists".into(),
+            u8::from(d.sync_lists).to_string(),
+            "0/1".into(),
+            "2.6.30+ allocation: sync/async lists, ioc batching, may_queue (linux-2.6.32)".into(),
+        ],
+        [
+            "congestion".into(),
+            u8::from(d.congestion).to_string(),
+            "0/1".into(),
+            "the lists' congestion bits (113/103 of 128) stop writeback (linux-2.6.32)".into(),
+        ],
+        [
+            "plugging".into(),
+            u8::from(d.plugging.is_some()).to_string(),
+            "0/1".into(),
+            "plug an empty queue; unplug at 4 queued or after 3 ms (linux-2.6.32)".into(),
+        ],
     ]
     .into_iter()
     .map(|r| r.to_vec())
@@ -1009,6 +1027,18 @@ fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
         .collect();
     text.push_str("\nDevices (--device NAME, or a profile file):\n");
     elevator_metrics::text::columns(&mut text, &devices);
+    let programs: Vec<Vec<String>> = elevator_host::process::PROGRAMS
+        .iter()
+        .map(|t| {
+            let keys: Vec<String> = t.keys.iter().map(|k| k.describe()).collect();
+            vec![
+                t.name.into(),
+                format!("{}; keys {}", t.about, keys.join(" ")),
+            ]
+        })
+        .collect();
+    text.push_str("\nHost programs ([[process]] kind = NAME; key! required, key=default):\n");
+    elevator_metrics::text::columns(&mut text, &programs);
     let scenarios: Vec<Vec<String>> = elevator_scenario::builtins()
         .iter()
         .map(|(name, about)| vec![(*name).into(), about.clone()])

@@ -46,9 +46,13 @@ fn list_names_policies_devices_and_scenarios() {
         ("Policies", "noop"),
         ("Policies", "deadline"),
         ("Group layers", "io.max"),
+        ("Host programs", "tiotest"),
+        ("Host programs", "fsync-tester"),
         ("Devices", "ide-2003"),
         ("Devices", "ssd-sata-2016"),
         ("Scenarios", "ten-streaming-readers"),
+        ("Scenarios", "io-throttle-2009-seq-vs-seq"),
+        ("Scenarios", "io-throttle-2009-rand-vs-rand-unlimited"),
     ] {
         assert!(
             block(heading).iter().any(|n| n == name),

@@ -7,6 +7,7 @@
 
 mod error;
 mod group;
+mod input;
 mod ioprio;
 mod limits;
 mod port;
@@ -17,9 +18,10 @@ mod time;
 
 pub use error::IoError;
 pub use group::{Group, GroupTree, IoMax, IoMaxError, DEFAULT_WEIGHT, MAX_WEIGHT};
+pub use input::read_input;
 pub use ioprio::{IoClass, IoPrio, IoPrioError, IOPRIO_LEVELS};
 pub use limits::QueueLimits;
-pub use port::{BlockIo, Completion, Io, Workload};
+pub use port::{BlockIo, Completion, Congestion, Io, Workload};
 pub use prng::Prng;
 pub use request::{GroupId, Op, Request, RequestId, Sector, TaskId, SECTOR_SIZE};
 pub use time::{Duration, Instant};

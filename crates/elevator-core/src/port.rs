@@ -61,6 +61,28 @@ pub struct Io<'a> {
     exited: &'a mut Vec<TaskId>,
     /// Or-ed into every timer token armed (see [`Io::tag_timers`]).
     tag: u64,
+    /// The engine's write-congestion state, when it models one.
+    congestion: Option<Congestion>,
+    /// The workload asked to unplug the queue (see [`Io::unplug`]).
+    unplug: bool,
+}
+
+/// The block queue's async-list congestion as the engine last saw it (the
+/// backing device's `BDI_async_congested` bit, v2.6.32
+/// include/linux/backing-dev.h `bdi_write_congested`), kept current
+/// through the call: each async write submitted takes a request of the
+/// async list as `get_request` would and sets the bit once the count
+/// reaches `on` (v2.6.32 block/blk-core.c). A submitted request that the
+/// policy then merges took no request; the engine's own count, which it
+/// passes to the next call, knows that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Congestion {
+    /// Async requests allocated (queued in the policy or in the driver).
+    pub allocated: usize,
+    /// `queue_congestion_on_threshold`.
+    pub on: usize,
+    /// The bit.
+    pub congested: bool,
 }
 
 impl<'a> Io<'a> {
@@ -81,7 +103,37 @@ impl<'a> Io<'a> {
             timers,
             exited,
             tag: 0,
+            congestion: None,
+            unplug: false,
         }
+    }
+
+    /// The engine's side: this call sees the queue's async congestion
+    /// (an engine that models none leaves the workload its own estimate).
+    pub fn with_congestion(mut self, congestion: Congestion) -> Self {
+        self.congestion = Some(congestion);
+        self
+    }
+
+    /// Whether writeback should back off this queue (`bdi_write_congested`,
+    /// the async list's bit from 2.6.30), or `None` if the engine does not
+    /// model congestion.
+    pub fn write_congested(&self) -> Option<bool> {
+        self.congestion.map(|c| c.congested)
+    }
+
+    /// The submitting task is about to wait for what it submitted: run the
+    /// queue now rather than when the plug's threshold or timer would
+    /// (2.6.32's `REQ_UNPLUG` on a bio, or the waiter's `sync_page` →
+    /// `blk_run_backing_dev`, or O_DIRECT's `blk_run_address_space`).
+    /// Engines that do not plug ignore it.
+    pub fn unplug(&mut self) {
+        self.unplug = true;
+    }
+
+    /// The engine's side: whether [`Io::unplug`] was called.
+    pub fn unplug_requested(&self) -> bool {
+        self.unplug
     }
 
     pub fn now(&self) -> Instant {
@@ -106,6 +158,14 @@ impl<'a> Io<'a> {
             meta: io.meta,
             noidle: io.noidle,
         });
+        if let Some(c) = &mut self.congestion {
+            if io.op == Op::Write && !io.sync {
+                c.allocated += 1;
+                if c.allocated >= c.on {
+                    c.congested = true;
+                }
+            }
+        }
         id
     }
 

@@ -71,8 +71,10 @@ pub struct Imported {
     pub warnings: Vec<String>,
 }
 
+/// A DiskSim file from disk, capped as a profile is (DiskSim's own files
+/// are a few kilobytes; a FIFO or `/dev/zero` is refused).
 fn read(path: &Path) -> Result<String, ImportError> {
-    std::fs::read_to_string(path).map_err(|e| ImportError {
+    elevator_core::read_input(path, crate::MAX_PROFILE_BYTES).map_err(|e| ImportError {
         file: path.display().to_string(),
         line: 0,
         key: "file".into(),
@@ -206,6 +208,16 @@ fn is_zero(v: &str) -> bool {
 
 /// Import the drive that `parv` instantiates.
 pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
+    import_disksim_with(parv, &read)
+}
+
+/// As [`import_disksim`], reading the `.parv` and the files it names
+/// (`.diskspecs`, `.model`, `.seek`, in that order) through `read`: the
+/// fuzz target feeds them from memory.
+pub fn import_disksim_with(
+    parv: &Path,
+    read: &dyn Fn(&Path) -> Result<String, ImportError>,
+) -> Result<Imported, ImportError> {
     let dir = parv
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
@@ -445,10 +457,22 @@ pub fn import_disksim(parv: &Path) -> Result<Imported, ImportError> {
             model.used[i] = true;
         }
     }
-    let sectors: u64 = rows
+    // Cylinders × blocks per track × surfaces, summed over zones: numbers
+    // no drive has can overflow it, and then the file is wrong, not us.
+    let sectors = rows
         .iter()
-        .map(|r| u64::from(r[0]) * u64::from(r[1]) * surfaces as u64)
-        .sum();
+        .try_fold(0u64, |sum, r| {
+            u64::from(r[0])
+                .checked_mul(u64::from(r[1]))?
+                .checked_mul(surfaces as u64)?
+                .checked_add(sum)
+        })
+        .ok_or_else(|| ImportError {
+            file: model_name.clone(),
+            line: 0,
+            key: "Blocks per track".into(),
+            message: "the zones hold more than 2^64 sectors".into(),
+        })?;
     let _ = writeln!(
         t,
         "[layout]\n# {}'s {} zones (dm_layout_g1), outer first: [cylinders (last - first + 1), \

@@ -41,13 +41,12 @@ mod completions;
 pub mod disksim;
 mod faulty;
 mod hdd;
-mod input;
 mod profile;
 mod sdcard;
 mod ssd;
 
+pub use elevator_core::read_input;
 pub use faulty::{FaultSpec, FaultStats, Faulty, DEFAULT_STALL, SD_TIMEOUT};
-pub use input::read_input;
 pub use profile::{builtin_profiles, open, parse, ProfileError, MAX_PROFILE_BYTES};
 
 use elevator_core::{Instant, IoError, QueueLimits, Request, RequestId};

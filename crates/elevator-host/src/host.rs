@@ -36,8 +36,10 @@
 //! Simplifications, each small against a disk's milliseconds: a process's
 //! CPU time is charged in slices of up to [`CPU_QUANTUM`] after the calls
 //! that used it, so an I/O may be issued up to that much early; there is
-//! one flusher thread, not a pool; the queue's congestion is judged from
-//! the host's own write requests in flight; the block bitmap is not
+//! one flusher thread, not a pool; the queue's congestion is the engine's
+//! async-list bit where it models one (the 2.6.32 preset,
+//! [`Io::write_congested`]), else judged from the host's own write requests
+//! in flight; the block bitmap is not
 //! written back (inode tables, inode bitmaps, directory and indirect blocks
 //! are).
 //!
@@ -293,6 +295,9 @@ pub struct Host {
     congestion_waiters: Vec<(Pid, u64)>,
     writes_in_flight: u32,
     congested: bool,
+    /// A process started waiting for a page or its writeback in this
+    /// call: ask the engine to unplug (see [`Io::unplug`]).
+    unplug: bool,
     write_seq: u64,
     outstanding: BTreeSet<u64>,
     file_writes: FxHashMap<u32, Vec<u64>>,
@@ -340,6 +345,7 @@ impl Host {
             congestion_waiters: Vec::new(),
             writes_in_flight: 0,
             congested: false,
+            unplug: false,
             write_seq: 0,
             outstanding: BTreeSet::new(),
             file_writes: FxHashMap::default(),
@@ -507,12 +513,17 @@ impl Host {
     }
 
     fn wait_page(&mut self, pid: Pid, file: FileId, page: u64) {
+        // `lock_page` → `sync_page` → `blk_run_backing_dev`: a process
+        // that waits for a page unplugs the queue (pre-2.6.39).
+        self.unplug = true;
         let key = (u64::from(file.0) << 32) | (page / CHUNK_PAGES);
         let gen = self.gen(pid);
         self.page_waiters.entry(key).or_default().push((pid, gen));
     }
 
     fn wait_writes(&mut self, pid: Pid, cond: WaitCond) {
+        // `wait_on_page_writeback` → `sync_page` unplugs as well.
+        self.unplug = true;
         let gen = self.gen(pid);
         self.write_waiters.push((pid, gen, cond));
     }
@@ -527,6 +538,9 @@ impl Host {
     fn run_ready(&mut self, io: &mut Io<'_>) {
         while let Some(pid) = self.ready.pop_front() {
             self.run_proc(pid, io);
+        }
+        if std::mem::take(&mut self.unplug) {
+            io.unplug();
         }
     }
 
@@ -1280,8 +1294,15 @@ impl Host {
         (written, false)
     }
 
-    fn is_congested(&self) -> bool {
-        self.writes_in_flight >= self.params.congestion_on()
+    /// Whether writeback should back off the queue: the engine's async
+    /// congestion bit where it models one (the 2.6.32 preset:
+    /// `bdi_write_congested`, v2.6.32 include/linux/backing-dev.h, tested
+    /// by `writeback_inodes_wb` for non-blocking writeback), else the
+    /// host's own count of its write requests in flight against the
+    /// thresholds.
+    fn is_congested(&self, io: &Io<'_>) -> bool {
+        io.write_congested()
+            .unwrap_or(self.writes_in_flight >= self.params.congestion_on())
     }
 
     /// Write up to `budget` dirty pages of `file`, cyclically from its
@@ -1301,7 +1322,7 @@ impl Host {
         'ranges: for (lo, hi) in [(cursor, u64::MAX), (0, cursor)] {
             let mut from = lo;
             while written < budget {
-                if ctl.nonblocking && self.is_congested() {
+                if ctl.nonblocking && self.is_congested(io) {
                     congested = true;
                     break 'ranges;
                 }
@@ -1384,9 +1405,12 @@ impl Host {
                 task,
                 prio,
                 group,
-                // Metadata reads are not flagged: the host models kernels
-                // from before REQ_META (2.6.0 and 2.4).
-                meta: false,
+                // READ_META on inode-table and directory reads where the
+                // preset's kernel had it (2.6.32), never on indirect blocks.
+                meta: !write
+                    && self.params.read_meta
+                    && (self.fs.is_dir(file)
+                        || (file == FileId::BDEV && self.fs.geo.is_inode_table(db))),
                 // Sync writes here are fsync's and sync's (WB_SYNC_ALL):
                 // WRITE_SYNC_PLUG from 2.6.30, sync + REQ_NOIDLE (commits
                 // a64c861, aeb6faf). Writeback is async and never NOIDLE.
@@ -1400,7 +1424,7 @@ impl Host {
                 self.file_writes.entry(owner.0).or_default().push(seq);
                 if first {
                     self.writes_in_flight += 1;
-                    if self.is_congested() {
+                    if self.is_congested(io) {
                         self.congested = true;
                     }
                     self.stats.write_requests += 1;
@@ -1616,7 +1640,11 @@ impl Host {
                 done.completed.since(done.submitted),
             );
         }
-        if self.congested && self.writes_in_flight < self.params.congestion_off() {
+        let cleared = match io.write_congested() {
+            Some(bit) => !bit,
+            None => self.writes_in_flight < self.params.congestion_off(),
+        };
+        if self.congested && cleared {
             self.congested = false;
             for (pid, gen) in std::mem::take(&mut self.congestion_waiters) {
                 self.wake(pid, gen);

@@ -203,6 +203,14 @@ pub struct HostParams {
     /// the dirty limit waits for the flusher instead of writing back pages
     /// itself. Off for the 2.4/2.6.0 presets, whose writers wrote.
     pub io_less_throttling: bool,
+    /// Inode-table and directory-block reads carry `READ_META`
+    /// (`REQ_META`): 2.6.32's ext3 reads the inode table through
+    /// `__ext3_get_inode_loc` and directory blocks through `ext3_bread`,
+    /// both with `READ_META` (fs/ext3/inode.c, v2.6.32; era reference §2),
+    /// and CFQ serves a queue's META request first and lets it preempt.
+    /// Indirect blocks and bitmaps stay plain `READ` (`sb_bread`). Off for
+    /// 2.4 and 2.6.0, which had no such flag.
+    pub read_meta: bool,
     /// Request slots per direction in the block queue below (`nr_requests`).
     pub nr_requests: u32,
     /// Largest request the device takes, sectors (`max_sectors`).
@@ -219,7 +227,7 @@ impl Default for HostParams {
 }
 
 /// The preset names [`HostParams::preset`] accepts.
-pub const PRESETS: &[&str] = &["linux-2.6", "linux-2.4"];
+pub const PRESETS: &[&str] = &["linux-2.6", "linux-2.4", "linux-2.6.32"];
 
 impl HostParams {
     /// The 2.5.6x/2.6.0 host of the 2003 benchmarks, with the kernel's
@@ -242,11 +250,24 @@ impl HostParams {
             max_writeback_pages: MAX_WRITEBACK_PAGES,
             writeback_charge: WritebackCharge::Dirtier,
             io_less_throttling: false,
+            read_meta: false,
             nr_requests: NR_REQUESTS,
             max_sectors: 256,
             syscall_cpu: SYSCALL_CPU,
             copy_cpu_per_kib: COPY_CPU_PER_KIB,
             fs: FsParams::default(),
+        }
+    }
+
+    /// The 2.6 host with what 2.6.32 changed that it models so far: the
+    /// metadata reads flagged `READ_META` ([`HostParams::read_meta`]).
+    /// The rest of 2.6.32's host (ext3 and jbd, per-bdi flusher threads)
+    /// is not built: this is the 2.6.0 host otherwise.
+    pub fn linux_2_6_32() -> Self {
+        HostParams {
+            preset: "linux-2.6.32".to_string(),
+            read_meta: true,
+            ..HostParams::linux_2_6()
         }
     }
 
@@ -289,6 +310,7 @@ impl HostParams {
         match name {
             "linux-2.6" | "linux-2.5" => Some(HostParams::linux_2_6()),
             "linux-2.4" => Some(HostParams::linux_2_4()),
+            "linux-2.6.32" => Some(HostParams::linux_2_6_32()),
             _ => None,
         }
     }

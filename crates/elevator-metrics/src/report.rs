@@ -151,6 +151,11 @@ pub struct Report {
     /// of Brunelle's 2009 priority tables); not part of the JSON.
     #[serde(skip)]
     pub per_job_kib: bool,
+    /// The table's per-group section has one row per run with each
+    /// group's MB/s and IOPS side by side (the layout of the 2009 group
+    /// controller tables); not part of the JSON.
+    #[serde(skip)]
+    pub per_group_wide: bool,
 }
 
 impl RunReport {
@@ -274,7 +279,27 @@ impl Report {
         }
         columns(&mut out, &rows);
 
-        if self.runs.iter().any(|r| !r.groups.is_empty()) {
+        if self.per_group_wide && self.runs.iter().any(|r| !r.groups.is_empty()) {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "per group, MB/s and IOPS");
+            let mut header = vec!["run".to_string()];
+            for g in &first.groups {
+                header.push(format!("{} tasks", g.name));
+                header.push(format!("{} MB/s", g.name));
+                header.push(format!("{} IOPS", g.name));
+            }
+            let mut rows = vec![header];
+            for run in &self.runs {
+                let mut row = vec![run.label()];
+                for g in &run.groups {
+                    row.push(g.tasks.to_string());
+                    row.push(format!("{:.2}", g.mb_s));
+                    row.push(format!("{:.0}", g.iops));
+                }
+                rows.push(row);
+            }
+            columns(&mut out, &rows);
+        } else if self.runs.iter().any(|r| !r.groups.is_empty()) {
             let _ = writeln!(out);
             let _ = writeln!(out, "per group");
             let mut rows = vec![[

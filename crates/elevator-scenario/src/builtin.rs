@@ -23,6 +23,14 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "ioprio-17-2009-sync",
     "ioprio-17-2009-async",
     "group-random-vs-sequential-2009",
+    "io-throttle-2009-seq-vs-seq",
+    "io-throttle-2009-seq-vs-seq-unlimited",
+    "io-throttle-2009-seq-vs-rand",
+    "io-throttle-2009-seq-vs-rand-unlimited",
+    "io-throttle-2009-rand-vs-seq",
+    "io-throttle-2009-rand-vs-seq-unlimited",
+    "io-throttle-2009-rand-vs-rand",
+    "io-throttle-2009-rand-vs-rand-unlimited",
     "group-buffered-write-limit",
     "morton-1-parallel-streaming-reads",
     "morton-1b-parallel-streaming-reads-8k",
@@ -42,6 +50,7 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "modern-random-read-vs-buffered-write",
     "kyber-read-latency-vs-write-flood",
     "mclock-reservation-and-limit",
+    "iocost-weights-100-vs-300",
 ];
 
 /// Names and descriptions of the built-in scenarios.

@@ -1,5 +1,7 @@
 //! Entry points for fuzzing the parsers a user feeds: scenario files,
-//! device profiles and start-up traces.
+//! device profiles, start-up traces, fio job files, block traces (blkparse,
+//! fio iologs, MSR Cambridge, MQSim, DiskSim ASCII and validation) and
+//! DiskSim drives to import.
 //!
 //! The cargo-fuzz targets in `fuzz/` call these with arbitrary bytes, and
 //! the stable test `tests/fuzz_corpus.rs` replays the committed corpus
@@ -8,7 +10,10 @@
 //! in an error naming the input; a panic here is a bug the fuzzer found.
 
 use crate::Scenario;
+use elevator_workload::trace::{parse_all, TraceFormat};
 use elevator_workload::{StartupReplay, StartupTrace};
+use std::cell::Cell;
+use std::path::Path;
 
 /// The name inputs are parsed under; every error must mention it.
 pub const FUZZ_FILE: &str = "fuzz-input";
@@ -60,5 +65,133 @@ pub fn startup_trace(data: &[u8]) {
                 "error without the file: {shown}"
             );
         }
+    }
+}
+
+/// Every error of a parser that names its file must start with the fuzz
+/// input's name (or an included file's) and fit on one line.
+fn one_line_naming(shown: &str, names: &[&str]) {
+    assert!(
+        names.iter().any(|n| shown.starts_with(n)),
+        "error without the file: {shown}"
+    );
+    assert!(!shown.contains('\n'), "error over several lines: {shown}");
+}
+
+/// The environment fio job files are fuzzed in: the variables the job
+/// files in `fio/` (the seeds) use, so `${VAR}` expansion is exercised.
+pub fn fio_env(name: &str) -> Option<String> {
+    match name {
+        "SIZE" => Some("64m".into()),
+        "RUNTIME" => Some("1".into()),
+        _ => None,
+    }
+}
+
+/// A fio job file: parsed (an `include` of any name reads the same bytes
+/// again, so include nesting and the byte budget are fuzzed too), then
+/// built into jobs on a 1 GiB target.
+pub fn fio_job(data: &[u8]) {
+    let Some(text) = text(data) else { return };
+    let mut read = |_: &Path| Ok(text.to_string());
+    match elevator_workload::fio::parse_with_reader(Path::new(FUZZ_FILE), &fio_env, &mut read) {
+        Ok(file) => {
+            let target = 1 << 30;
+            let _ = file.bytes_needed(target);
+            if let Err(e) = file.build(target, 1) {
+                one_line_naming(&e.to_string(), &[FUZZ_FILE]);
+            }
+        }
+        Err(e) => one_line_naming(&e.to_string(), &[FUZZ_FILE]),
+    }
+}
+
+/// A block trace: the first byte picks the format (one of
+/// [`TraceFormat::ALL`], or detection from the first line as `elevator
+/// trace` does without `--format`), the rest is the trace. Records must
+/// come in time order with sizes within the reader's bound and processes
+/// it named.
+pub fn trace(data: &[u8]) {
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    let Some(text) = text(rest) else { return };
+    let formats = TraceFormat::ALL;
+    let format = match formats.get(usize::from(pick) % (formats.len() + 1)) {
+        Some(&f) => f,
+        None => {
+            let first = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'));
+            match first.and_then(TraceFormat::detect) {
+                Some(f) => f,
+                None => return,
+            }
+        }
+    };
+    match parse_all(FUZZ_FILE, text, format) {
+        Ok((records, processes)) => {
+            let mut last = elevator_core::Duration::ZERO;
+            for r in &records {
+                assert!(
+                    r.time >= last,
+                    "{format}: line {} goes back in time",
+                    r.line
+                );
+                last = r.time;
+                assert!(
+                    r.sectors > 0
+                        && u64::from(r.sectors)
+                            <= elevator_workload::trace::read::MAX_REQUEST_SECTORS,
+                    "{format}: line {}: {} sectors",
+                    r.line,
+                    r.sectors
+                );
+                assert!(
+                    (r.process as usize) < processes.len(),
+                    "{format}: line {}: process {} of {}",
+                    r.line,
+                    r.process,
+                    processes.len()
+                );
+            }
+        }
+        Err(e) => one_line_naming(&e.to_string(), &[FUZZ_FILE]),
+    }
+}
+
+/// A DiskSim drive to import: the input is the `.parv`, `.diskspecs`,
+/// `.model` and `.seek` files separated by NUL bytes, served in the order
+/// the importer asks for them (whatever names the files give each other).
+/// An import must give a profile that parses, or one error.
+pub fn disksim(data: &[u8]) {
+    let Some(text) = text(data) else { return };
+    let files: Vec<&str> = text.split('\0').collect();
+    let next = Cell::new(0);
+    let read = |path: &Path| {
+        let i = next.get();
+        next.set(i + 1);
+        files.get(i).map(|f| (*f).to_string()).ok_or_else(|| {
+            elevator_device::disksim::ImportError {
+                file: path.display().to_string(),
+                line: 0,
+                key: "file".into(),
+                message: "not in the fuzz input".into(),
+            }
+        })
+    };
+    let parv = Path::new(FUZZ_FILE).with_extension("parv");
+    match elevator_device::disksim::import_disksim_with(&parv, &read) {
+        Ok(imported) => {
+            // Whatever the importer writes must parse, or fail cleanly.
+            if let Err(e) = elevator_device::parse("imported", &imported.profile) {
+                one_line_naming(&e.to_string(), &["imported"]);
+            }
+        }
+        Err(e) => assert!(
+            !e.to_string().contains('\n'),
+            "error over several lines: {e}"
+        ),
     }
 }

@@ -244,7 +244,8 @@ pub(crate) fn host_params(
 
 pub(crate) fn parse_host(
     cx: &Ctx<'_>,
-    raw: Option<&S<RawHost>>,
+    raw: &Option<S<RawHost>>,
+    block: &crate::parse::RawBlock,
     files: &[RawFiles],
     processes: &[RawProcess],
     groups: &GroupTree,
@@ -253,8 +254,15 @@ pub(crate) fn parse_host(
         return Ok(None);
     }
     let default = S::new(0..0, RawHost::default());
-    let h = raw.unwrap_or(&default).get_ref();
-    let params = host_params(cx, h, None)?;
+    let h = raw.as_ref().unwrap_or(&default).get_ref();
+    // Without a `host.preset`, the 2.6.32 block layer brings the 2.6.32
+    // host (READ_META on metadata reads).
+    let implied = block
+        .preset
+        .as_ref()
+        .filter(|p| h.preset.is_none() && p.get_ref() == "linux-2.6.32")
+        .map(|p| p.get_ref().as_str());
+    let params = host_params(cx, h, implied)?;
 
     let mut sets: Vec<FileSetSpec> = Vec::new();
     for f in files {

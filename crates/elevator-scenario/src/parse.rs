@@ -7,6 +7,7 @@ use elevator_core::{
     Duration, GroupId, GroupTree, Instant, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
 };
 use elevator_device::FaultSpec;
+use elevator_sched::group::iocost_params::{IocostSpec, ParamError};
 use elevator_sim::EngineConfig;
 use elevator_workload::Pattern;
 use serde::Deserialize;
@@ -48,6 +49,7 @@ struct RawScenario {
     seed: Option<u64>,
     time_limit: Option<S<String>>,
     per_job: Option<S<String>>,
+    per_group: Option<S<String>>,
     result: RawResult,
     #[serde(default)]
     published: BTreeMap<String, String>,
@@ -56,6 +58,7 @@ struct RawScenario {
     #[serde(default)]
     block: RawBlock,
     faults: Option<S<RawFaults>>,
+    iocost: Option<S<RawIocost>>,
     #[serde(default)]
     presets: BTreeMap<String, S<String>>,
     #[serde(default)]
@@ -103,6 +106,15 @@ struct RawResult {
     reduce: Option<S<String>>,
 }
 
+/// `[iocost]`: the io.cost controller in front of every policy, with the
+/// kernel's `io.cost.model` and `io.cost.qos` lines (without `MAJ:MIN`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIocost {
+    model: Option<S<String>>,
+    qos: Option<S<String>>,
+}
+
 /// `[faults]`: errors, timeouts and stalls injected by the device.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -120,8 +132,8 @@ struct RawFaults {
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawBlock {
-    preset: Option<S<String>>,
+pub(crate) struct RawBlock {
+    pub(crate) preset: Option<S<String>>,
     nr_requests: Option<S<i64>>,
     batch_requests: Option<S<i64>>,
     steal: Option<bool>,
@@ -203,6 +215,11 @@ pub struct Scenario {
     /// the layout of Brunelle's 2009 priority tables) instead of times,
     /// rates and latencies (`"default"`).
     pub per_job_kib: bool,
+    /// The per-group table has one row per run and two columns (MB/s,
+    /// IOPS) per group (`per_group = "wide"`, the layout of the 2009 group
+    /// controller tables: both groups' figures per nr on one line) instead
+    /// of one row per group (`"default"`).
+    pub per_group_wide: bool,
     pub result: ResultSpec,
     pub published: BTreeMap<String, String>,
     /// Tunable overrides per policy, already checked against the registry.
@@ -215,6 +232,9 @@ pub struct Scenario {
     pub block_by_policy: BTreeMap<String, EngineConfig>,
     /// The control groups (just the root unless the file declares some).
     pub groups: GroupTree,
+    /// `[iocost]`: io.cost in front of the policy, group weights as
+    /// `io.weight`; `None` without the section.
+    pub iocost: Option<IocostSpec>,
     pub sweep: Option<Sweep>,
     pub jobs: Vec<JobTemplate>,
     /// The host, its file sets and its processes, if the scenario has any.
@@ -299,6 +319,17 @@ impl Scenario {
                 ))
             }
         };
+        let per_group_wide = match raw.per_group.as_ref().map(|p| (p, p.get_ref().as_str())) {
+            None | Some((_, "default")) => false,
+            Some((_, "wide")) => true,
+            Some((p, other)) => {
+                return Err(cx.at(
+                    p,
+                    "per_group",
+                    format!("unknown per-group layout {other:?}: expected \"default\" or \"wide\""),
+                ))
+            }
+        };
 
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
@@ -323,6 +354,7 @@ impl Scenario {
 
         let block = block_config(&cx, &raw.block, None)?;
         let faults = faults(&cx, &raw.faults)?;
+        let iocost = iocost(&cx, &raw.iocost)?;
 
         let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
@@ -334,8 +366,14 @@ impl Scenario {
             Some(sw) => Some(sweep(&cx, sw, &jobs)?),
         };
         let startups = crate::startup::validate(&cx, &raw.startup)?;
-        let mut host =
-            crate::host::parse_host(&cx, raw.host.as_ref(), &raw.files, &raw.process, &groups)?;
+        let mut host = crate::host::parse_host(
+            &cx,
+            &raw.host,
+            &raw.block,
+            &raw.files,
+            &raw.process,
+            &groups,
+        )?;
         // `[presets]`: a policy that runs on another kernel's host and block
         // layer (the 2003 tables' 2.4 column: linus24 on 2.4).
         let mut block_by_policy = BTreeMap::new();
@@ -360,15 +398,11 @@ impl Scenario {
             if let Some(h) = &mut host {
                 let default = crate::host::RawHost::default();
                 let raw_host = raw.host.as_ref().map_or(&default, |h| h.get_ref());
-                // linux-2.6.32 is a block-layer preset only: its host (ext3,
-                // 2.6.32 writeback) is not built yet, so it runs on 2.6's.
-                let host_preset = match preset.get_ref().as_str() {
-                    "linux-2.6.32" => "linux-2.6",
-                    other => other,
-                };
+                // linux-2.6.32's host is 2.6's with READ_META
+                // (`HostParams::linux_2_6_32`).
                 h.params_by_policy.insert(
                     t.name.to_string(),
-                    crate::host::host_params(&cx, raw_host, Some(host_preset))?,
+                    crate::host::host_params(&cx, raw_host, Some(preset.get_ref()))?,
                 );
             }
         }
@@ -423,6 +457,7 @@ impl Scenario {
             seed: raw.seed.unwrap_or(1),
             time_limit,
             per_job_kib,
+            per_group_wide,
             result,
             published: raw.published,
             tunables,
@@ -430,6 +465,7 @@ impl Scenario {
             faults,
             block_by_policy,
             groups,
+            iocost,
             sweep,
             jobs,
             host,
@@ -597,6 +633,26 @@ fn limit_sectors(cx: &Ctx<'_>, v: &S<String>, key: &str) -> Result<Option<u64>, 
         return Err(cx.at(v, key, "at least one sector (512 bytes), or max"));
     }
     Ok(Some(bytes / SECTOR_SIZE))
+}
+
+/// `[iocost]`: each line parsed as the kernel parses its file.
+fn iocost(cx: &Ctx<'_>, raw: &Option<S<RawIocost>>) -> Result<Option<IocostSpec>, ScenarioError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let r = raw.get_ref();
+    let mut spec = IocostSpec::default();
+    if let Some(m) = &r.model {
+        spec.model = m
+            .get_ref()
+            .parse()
+            .map_err(|e: ParamError| cx.at(m, "iocost.model", e.to_string()))?;
+    }
+    if let Some(q) = &r.qos {
+        spec.qos = q
+            .get_ref()
+            .parse()
+            .map_err(|e: ParamError| cx.at(q, "iocost.qos", e.to_string()))?;
+    }
+    Ok(Some(spec))
 }
 
 /// `[faults]`: each rate a probability per request (0 to 0.5), times as

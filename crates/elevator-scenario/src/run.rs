@@ -5,6 +5,7 @@ use elevator_core::{GroupId, Instant, QueueLimits, SECTOR_SIZE};
 use elevator_metrics::{
     DeviceReport, GroupReport, JobStats, LatencyStats, Report, ResultValue, RunReport,
 };
+use elevator_sched::group::iocost::IoCost;
 use elevator_sched::group::latency::LatencyLimiter;
 use elevator_sched::group::throttle::Throttle;
 use elevator_sim::{Engine, EngineConfig};
@@ -95,6 +96,7 @@ pub fn run(
         seed,
         runs,
         per_job_kib: scenario.per_job_kib,
+        per_group_wide: scenario.per_group_wide,
     })
 }
 
@@ -180,11 +182,21 @@ fn run_policy_traced(
     let tunables = sched_type
         .tunables(values)
         .map_err(|e| cli(e.to_string()))?;
-    // blk-throttle sits above io.latency, which sits above the elevator.
+    // blk-throttle sits above the rq-qos layers (io.latency, io.cost), which
+    // sit above the elevator.
     let mut sched = (sched_type.build)(&tunables, &limits);
     sched.set_groups(&scenario.groups);
     if scenario.groups.has_latency_targets() {
         sched = Box::new(LatencyLimiter::new(sched, scenario.groups.clone(), &limits));
+    }
+    if let Some(ic) = &scenario.iocost {
+        sched = Box::new(IoCost::new(
+            sched,
+            &scenario.groups,
+            &limits,
+            Some(&ic.model),
+            Some(&ic.qos),
+        ));
     }
     if scenario.groups.has_limits() {
         sched = Box::new(Throttle::new(sched, scenario.groups.clone()));
@@ -289,7 +301,7 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
     } else {
         format!("{}/{}", slots(reads), slots(writes))
     };
-    BTreeMap::from([
+    let mut settings = BTreeMap::from([
         ("nr_requests".to_string(), nr_requests),
         ("batch_requests".into(), config.batch_requests.to_string()),
         ("steal".into(), u8::from(config.steal).to_string()),
@@ -306,7 +318,19 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
             "time_limit".into(),
             format!("{}s", config.time_limit.as_secs_f64()),
         ),
-    ])
+    ]);
+    // The 2.6.32 mechanisms, named only where on (the older presets'
+    // settings lines stay as they were).
+    for (name, on) in [
+        ("sync_lists", config.sync_lists),
+        ("congestion", config.congestion),
+        ("plugging", config.plugging.is_some()),
+    ] {
+        if on {
+            settings.insert(name.to_string(), "1".to_string());
+        }
+    }
+    settings
 }
 
 /// What a failed check prints after the violation: the run, and the
@@ -356,11 +380,16 @@ pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<
         // 1: the linux-2.6.32 allocation (sync/async lists, batching,
         // may_queue); 0: the linux-2.6 one.
         "sync_lists" => config.sync_lists = n != 0,
+        // 1: the lists' congestion bits reach the host's writeback
+        // (linux-2.6.32); 0: the host judges congestion itself.
+        "congestion" => config.congestion = n != 0,
+        // 1: 2.6.32's plugging (unplug_thresh 4, unplug_delay 3 ms); 0: none.
+        "plugging" => config.plugging = (n != 0).then_some(elevator_sim::Plugging::LINUX_2632),
         "nr_requests" | "batch_requests" => return Err("must be at least 1".into()),
         other => {
             return Err(format!(
                 "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit, \
-                 max_sectors, restart_before_wakeup, sync_lists)"
+                 max_sectors, restart_before_wakeup, sync_lists, congestion, plugging)"
             ))
         }
     }

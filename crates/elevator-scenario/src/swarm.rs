@@ -196,6 +196,30 @@ pub fn generate(seed: u64) -> Generated {
             }
         }
     }
+    // iocost in front of the policy, from its own stream so that adding it
+    // left every other draw of a seed as it was.
+    let mut iocost = Prng::derive(seed, "swarm-iocost");
+    if groups > 0 && chance(&mut iocost, 0.3) {
+        let min = 1 + iocost.below(100);
+        let _ = writeln!(
+            t,
+            "\n[iocost]\nqos = \"enable=1 rpct={} rlat={} wpct={} wlat={} min={min} max={}\"",
+            iocost.below(100),
+            100 + iocost.below(100_000),
+            iocost.below(100),
+            100 + iocost.below(100_000),
+            min + iocost.below(1000),
+        );
+        if chance(&mut iocost, 0.5) {
+            let _ = writeln!(
+                t,
+                "model = \"ctrl=user model=linear rbps={} rrandiops={} wrandiops={}\"",
+                1_000_000 + iocost.below(4_000_000_000),
+                1 + iocost.below(500_000),
+                1 + iocost.below(500_000),
+            );
+        }
+    }
     Generated {
         seed,
         policy: ty.name.to_string(),

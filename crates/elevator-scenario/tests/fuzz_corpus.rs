@@ -36,3 +36,57 @@ fn device_profile_corpus() {
 fn startup_trace_corpus() {
     replay("startup_trace", elevator_scenario::fuzzing::startup_trace);
 }
+
+#[test]
+fn fio_job_corpus() {
+    replay("fio_job", elevator_scenario::fuzzing::fio_job);
+}
+
+#[test]
+fn trace_corpus() {
+    replay("trace", elevator_scenario::fuzzing::trace);
+}
+
+#[test]
+fn disksim_corpus() {
+    replay("disksim", elevator_scenario::fuzzing::disksim);
+}
+
+/// The seeds must be inputs the parsers accept, or the fuzzer starts from
+/// the first error and rarely gets past it.
+#[test]
+fn seeds_parse() {
+    use elevator_workload::trace::{parse_all, TraceFormat};
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    let drive = std::fs::read_to_string(corpus.join("disksim/tiny-drive")).unwrap();
+    let files: Vec<&str> = drive.split('\0').collect();
+    let next = std::cell::Cell::new(0);
+    let read = |_: &Path| {
+        next.set(next.get() + 1);
+        Ok(files[next.get() - 1].to_string())
+    };
+    let imported =
+        elevator_device::disksim::import_disksim_with(Path::new("tiny.parv"), &read).unwrap();
+    elevator_device::parse("tiny", &imported.profile).unwrap();
+    for entry in std::fs::read_dir(corpus.join("trace")).unwrap() {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let text = std::str::from_utf8(&data[1..]).unwrap();
+        let format = TraceFormat::ALL
+            .get(usize::from(data[0]))
+            .copied()
+            .or_else(|| TraceFormat::detect(text.lines().next().unwrap()))
+            .unwrap();
+        let (records, _) =
+            parse_all("seed", text, format).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(!records.is_empty(), "{}: no records", path.display());
+    }
+    for entry in std::fs::read_dir(corpus.join("fio_job")).unwrap() {
+        let path = entry.unwrap().path();
+        let file =
+            elevator_workload::fio::parse_file_with(&path, &elevator_scenario::fuzzing::fio_env)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        file.build(1 << 30, 1)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}

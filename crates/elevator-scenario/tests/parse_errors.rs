@@ -38,6 +38,13 @@ fn bad_values_name_file_line_and_key() {
             "my.toml:13: key `job.bs`",
         ),
         (
+            GOOD.replace(
+                "description = \"a test\"",
+                "description = \"a test\"\nper_group = \"tall\"",
+            ),
+            "my.toml:4: key `per_group`",
+        ),
+        (
             GOOD.replace("bs = \"128k\"", "bs = \"100\""),
             "my.toml:13: key `job.bs`",
         ),

@@ -114,3 +114,47 @@ fn an_unknown_key_or_a_wrong_type_is_an_error_naming_the_field() {
         "{e}"
     );
 }
+
+/// A tiotest and an fsync-tester run from a scenario print, in the report,
+/// their per-call samples, tiotest's two tables and every fsync time, all
+/// within 100 columns; the JSON carries the same samples.
+#[test]
+fn the_report_prints_the_tools_own_output_and_per_call_samples() {
+    let text = format!(
+        "{HEAD}\n[[process]]\nname = \"tio\"\nkind = \"tiotest\"\ndir = \"dir\"\nthreads = 2\n\
+         size = \"2m\"\nrandom_ops = 100\n\n[[process]]\nname = \"p\"\nkind = \"fsync-tester\"\n\
+         files = \"empty\"\ninterval = \"1s\"\nduration = \"3s\"\n"
+    )
+    .replace(
+        "description = \"one process of each kind\"",
+        "description = \"x\"\nschedulers = [\"deadline\"]",
+    );
+    let s = Scenario::parse("my.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let report =
+        elevator_scenario::run(&s, &elevator_scenario::RunOptions::default(), &mut |_| {}).unwrap();
+    let table = report.to_table();
+    println!("{table}");
+    for line in table.lines() {
+        assert!(line.chars().count() <= 100, "{line}");
+    }
+    assert!(table.contains("per-call samples, deadline"));
+    assert!(table.contains("Tiotest results for 2 concurrent io threads:"));
+    assert!(table.contains("Tiotest latency results:"));
+    let job = |name: &str| {
+        report.runs[0]
+            .jobs
+            .iter()
+            .find(|j| j.name == name)
+            .unwrap()
+            .clone()
+    };
+    let tester = job("p");
+    // 0, 1, 2, 3 s: four rounds, each printed.
+    assert_eq!(tester.calls["fsync"].count, 4);
+    assert_eq!(tester.output.len(), 4);
+    for line in &tester.output {
+        assert!(table.contains(line.as_str()), "{line}");
+    }
+    assert_eq!(job("tio").calls["seq_write.write"].count, 2 * 512);
+    assert!(report.to_json().contains("\"seq_write.write\""));
+}

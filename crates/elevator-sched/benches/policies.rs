@@ -9,10 +9,14 @@
 //! answers `Wait` gets time moved to its `until`.
 //!
 //! `cargo bench -p elevator-sched --bench policies`; a policy added to the
-//! registry is benchmarked with no edit here.
+//! registry is benchmarked with no edit here. The group layers are
+//! benchmarked around `noop` (the layer's own cost) and `mq-deadline`:
+//! `layer/iocost+noop` spreads the tasks over four groups of weights 100,
+//! 200, 300 and 400.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use elevator_core::{Duration, Instant, QueueLimits, Request, Sector};
+use elevator_core::{Duration, GroupId, GroupTree, Instant, IoMax, QueueLimits, Request, Sector};
+use elevator_sched::group::iocost::IoCost;
 use elevator_sched::{registry, Dispatch, Scheduler, SchedulerType};
 use std::hint::black_box;
 
@@ -33,17 +37,38 @@ struct Steady {
     region: Sector,
     /// Where each task's next request goes, relative to its region.
     cursors: Vec<Sector>,
+    /// Groups the tasks are spread over (task `t` in `1 + t % groups`);
+    /// 0: every task in the root group.
+    groups: u32,
 }
 
 impl Steady {
     fn new(ty: &SchedulerType, tasks: u32) -> Self {
         let limits = QueueLimits::default();
+        Self::with(ty.build_default(&limits), tasks, 0)
+    }
+
+    /// `ty` behind iocost with its default (auto) parameters, the tasks in
+    /// four groups.
+    fn iocost(ty: &SchedulerType, tasks: u32) -> Self {
+        let limits = QueueLimits::default();
+        let mut tree = GroupTree::default();
+        for (i, w) in [100, 200, 300, 400].into_iter().enumerate() {
+            tree.add(&format!("g{i}"), GroupId::ROOT, w, IoMax::default());
+        }
+        let layer = IoCost::new(ty.build_default(&limits), &tree, &limits, None, None);
+        Self::with(Box::new(layer), tasks, 4)
+    }
+
+    fn with(policy: Box<dyn Scheduler>, tasks: u32, groups: u32) -> Self {
+        let limits = QueueLimits::default();
         let mut s = Steady {
-            policy: ty.build_default(&limits),
+            policy,
             now: Instant::ZERO,
             next_id: 0,
             region: limits.capacity / u64::from(tasks) / 8 * 8,
             cursors: vec![0; tasks as usize],
+            groups,
         };
         for _ in 0..QUEUED_PER_TASK {
             for task in 0..tasks {
@@ -66,6 +91,9 @@ impl Steady {
         } else {
             Request::read(self.next_id, task, sector, SECTORS)
         };
+        if self.groups > 0 {
+            r.group = GroupId(1 + task % self.groups);
+        }
         r.arrival = self.now;
         r
     }
@@ -88,10 +116,27 @@ impl Steady {
 
 fn policies(c: &mut Criterion) {
     for ty in registry() {
-        let mut group = c.benchmark_group(format!("policy/{}", ty.name));
+        bench(c, &format!("policy/{}", ty.name), |tasks| {
+            Steady::new(ty, tasks)
+        });
+    }
+}
+
+fn layers(c: &mut Criterion) {
+    for inner in ["noop", "mq-deadline"] {
+        let ty = elevator_sched::find(inner).expect("registered");
+        bench(c, &format!("layer/iocost+{inner}"), |tasks| {
+            Steady::iocost(ty, tasks)
+        });
+    }
+}
+
+fn bench(c: &mut Criterion, name: &str, build: impl Fn(u32) -> Steady) {
+    {
+        let mut group = c.benchmark_group(name);
         group.throughput(Throughput::Elements(1));
         for tasks in TASKS {
-            let mut steady = Steady::new(ty, tasks);
+            let mut steady = build(tasks);
             // Settle: every queued request has been replaced once.
             for _ in 0..tasks * QUEUED_PER_TASK {
                 steady.step();
@@ -115,6 +160,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(std::time::Duration::from_secs(1))
         .measurement_time(std::time::Duration::from_secs(2));
-    targets = policies
+    targets = policies, layers
 }
 criterion_main!(benches);

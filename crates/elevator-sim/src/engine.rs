@@ -1,6 +1,6 @@
 //! The event loop.
 
-use elevator_core::{Completion, Io, Workload};
+use elevator_core::{Completion, Congestion, Io, Workload};
 use elevator_core::{Duration, Instant, IoError, Op, Request, RequestId, Sector, TaskId};
 use elevator_device::{Device, DeviceStats};
 use elevator_sched::{CheckOptions, CheckReport, Checked, Dispatch, OnViolation, Scheduler};
@@ -31,6 +31,50 @@ pub const BLK_BATCH_REQ: u32 = 32;
 /// ... or for this long after it waited (`BLK_BATCH_TIME`, HZ/50, v2.6.32
 /// block/blk.h).
 pub const BLK_BATCH_TIME: Duration = Duration::from_millis(20);
+
+/// Requests queued and not yet in the driver at which a plugged queue
+/// unplugs (`q->unplug_thresh = 4`, v2.6.32 block/blk-settings.c
+/// `blk_queue_make_request`; checked in block/elevator.c `elv_insert`).
+pub const UNPLUG_THRESH: usize = 4;
+
+/// How long a queue stays plugged at most (`q->unplug_delay =
+/// msecs_to_jiffies(3)`, at least one jiffy, v2.6.32
+/// block/blk-settings.c; the timer is armed by block/blk-core.c
+/// `blk_plug_device`). 3 ms at HZ=1000.
+pub const UNPLUG_DELAY: Duration = Duration::from_millis(3);
+
+/// Pre-2.6.39 plugging: a queue that was empty when a request arrived
+/// holds its requests back from the driver for a moment, to let more
+/// arrive and merge (v2.6.32 block/blk-core.c `blk_plug_device`,
+/// `generic_unplug_device`, `__make_request`; block/elevator.c
+/// `elv_insert`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plugging {
+    /// `unplug_thresh`.
+    pub unplug_thresh: usize,
+    /// `unplug_delay`.
+    pub unplug_delay: Duration,
+}
+
+impl Plugging {
+    /// 2.6.32's defaults.
+    pub const LINUX_2632: Plugging = Plugging {
+        unplug_thresh: UNPLUG_THRESH,
+        unplug_delay: UNPLUG_DELAY,
+    };
+}
+
+/// `queue_congestion_on_threshold`: nr − nr/8 + 1, at most nr (113 of
+/// 128; v2.6.32 block/blk-core.c `blk_queue_congestion_threshold`).
+pub fn congestion_on(nr: usize) -> usize {
+    (nr - nr / 8 + 1).min(nr)
+}
+
+/// `queue_congestion_off_threshold`: nr − nr/8 − nr/16 − 1, at least 1
+/// (103 of 128; same function).
+pub fn congestion_off(nr: usize) -> usize {
+    (nr - nr / 8).saturating_sub(nr / 16 + 1).max(1)
+}
 
 /// Engine settings that are not the policy's or the device's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +112,23 @@ pub struct EngineConfig {
     /// `BLK_BATCH_REQ` requests or `BLK_BATCH_TIME`, as may a request the
     /// policy answers `Must` for, up to the hard cap of 3/2 × `nr_requests`.
     pub sync_lists: bool,
+    /// The congestion bits of 2.6.30+ (with `sync_lists`): a list is
+    /// congested from [`congestion_on`] requests until it falls below
+    /// [`congestion_off`] (`get_request`, `freed_request`), and the async
+    /// list's bit reaches the workload through [`Io::write_congested`], so
+    /// the host's writeback backs off this queue as 2.6.32's
+    /// `writeback_inodes_wb` does (`bdi_write_congested`). Off: the host
+    /// judges congestion from its own writes in flight.
+    pub congestion: bool,
+    /// Plugging, or `None` (2.4 here, 2.6.39+ and blk-mq have none of
+    /// this form). The queue plugs when a new request finds the policy
+    /// empty, on a device that rotates or does not queue commands
+    /// (`queue_should_plug`), and unplugs when `unplug_thresh` requests
+    /// wait for the driver, after `unplug_delay`, when the workload waits
+    /// ([`Io::unplug`]), when a submitter must sleep for a request, or
+    /// when a completion runs the queue (`__blk_run_queue` removes the
+    /// plug).
+    pub plugging: Option<Plugging>,
     /// Stop here even if the workload has not finished.
     pub time_limit: Instant,
     /// Run the policy through the invariant checker
@@ -94,6 +155,8 @@ impl EngineConfig {
             max_sectors: None,
             restart_before_wakeup: false,
             sync_lists: false,
+            congestion: false,
+            plugging: None,
             time_limit: Instant::NEVER,
             check: false,
         }
@@ -101,14 +164,20 @@ impl EngineConfig {
 
     /// The 2.6.32 block layer: 128 requests per list (BLKDEV_MAX_RQ), the
     /// lists counting sync and async requests, batching and the policy's
-    /// `may_queue` (see [`EngineConfig::sync_lists`]). Departures: no
-    /// plugging (`unplug_thresh`/`unplug_delay`), no congestion bits for
-    /// writeback (the host has its own congestion estimate), and a woken
-    /// sleeper is the oldest waiting request of its list, one per freed
-    /// slot, as `freed_request` wakes one exclusive waiter.
+    /// `may_queue` (see [`EngineConfig::sync_lists`]), the lists'
+    /// congestion bits read by the host's writeback
+    /// ([`EngineConfig::congestion`]), and plugging with `unplug_thresh`
+    /// 4 and `unplug_delay` 3 ms ([`EngineConfig::plugging`]). Departures:
+    /// a woken sleeper is the oldest waiting request of its list, one per
+    /// freed slot, as `freed_request` wakes one exclusive waiter; the
+    /// unplug timer fires at its instant, not through kblockd; the workload
+    /// sees the congestion bit as it was when the engine called it, plus
+    /// its own async writes of that call.
     pub fn linux_2632() -> Self {
         EngineConfig {
             sync_lists: true,
+            congestion: true,
+            plugging: Some(Plugging::LINUX_2632),
             ..EngineConfig::linux_26()
         }
     }
@@ -139,6 +208,8 @@ impl EngineConfig {
             max_sectors: Some(IDE_24_MAX_SECTORS),
             restart_before_wakeup: true,
             sync_lists: false,
+            congestion: false,
+            plugging: None,
             time_limit: Instant::NEVER,
             check: false,
         }
@@ -216,6 +287,11 @@ pub struct Engine {
     waiting: [VecDeque<Request>; 2],
     /// Lists marked full (`blk_queue_full`), with 2.6.32 allocation.
     full: [bool; 2],
+    /// The lists' congestion bits (`BDI_sync_congested`,
+    /// `BDI_async_congested`), with [`EngineConfig::congestion`].
+    congested: [bool; 2],
+    /// The queue is plugged until this instant (its unplug timer).
+    plugged_until: Option<Instant>,
     batchers: FxHashMap<TaskId, Batch>,
     completed: u64,
     /// Requests the device failed (each counts once, merged or not).
@@ -262,6 +338,8 @@ impl Engine {
             sectors_allocated: 0,
             waiting: [VecDeque::new(), VecDeque::new()],
             full: [false, false],
+            congested: [false, false],
+            plugged_until: None,
             batchers: FxHashMap::default(),
             completed: 0,
             errors: 0,
@@ -349,6 +427,7 @@ impl Engine {
                 self.device.next_completion(),
                 self.timers.peek().map(|Reverse((t, _, _))| *t),
                 self.sched_wake,
+                self.plugged_until,
             ]
             .into_iter()
             .flatten()
@@ -390,6 +469,11 @@ impl Engine {
             if self.sched_wake.is_some_and(|t| t <= self.now) {
                 self.sched_wake = None;
             }
+            // The unplug timer (`blk_unplug_timeout` → kblockd →
+            // `generic_unplug_device`).
+            if self.plugged_until.is_some_and(|t| t <= self.now) {
+                self.unplug();
+            }
             self.dispatch();
         }
         let check = self.sched.enabled().then(|| self.finish_check(exhausted));
@@ -429,7 +513,15 @@ impl Engine {
             &mut self.armed,
             &mut self.exited,
         );
+        if self.config.congestion {
+            io = io.with_congestion(Congestion {
+                allocated: self.allocated[WRITE],
+                on: congestion_on(self.config.nr_requests[WRITE]),
+                congested: self.congested[WRITE],
+            });
+        }
         f(workload, &mut io);
+        let unplug = io.unplug_requested();
         for (at, token) in self.armed.drain(..) {
             self.timers.push(Reverse((at, self.timer_seq, token)));
             self.timer_seq += 1;
@@ -452,6 +544,37 @@ impl Engine {
             self.admit(request);
         }
         self.submitted = submitted;
+        if unplug {
+            self.unplug();
+        }
+    }
+
+    /// Remove the plug (`blk_remove_plug`); the run loop then dispatches.
+    fn unplug(&mut self) {
+        self.plugged_until = None;
+    }
+
+    /// After a new request went into the policy: plug the queue if the
+    /// policy was empty (`blk_plug_device` from `__make_request`, only
+    /// where `queue_should_plug`: not on a non-rotational queue with
+    /// command queueing), else unplug it once `unplug_thresh` requests
+    /// wait for the driver (`elv_insert`).
+    fn plug_after_insert(&mut self, was_empty: bool) {
+        let Some(plugging) = self.config.plugging else {
+            return;
+        };
+        let limits = self.device.limits();
+        let should_plug = limits.rotational || limits.queue_depth <= 1;
+        if was_empty && should_plug && self.plugged_until.is_none() {
+            self.plugged_until = Some(self.now + plugging.unplug_delay);
+        }
+        if self.plugged_until.is_some() {
+            let waiting_for_driver =
+                (self.allocated[READ] + self.allocated[WRITE]).saturating_sub(self.in_flight.len());
+            if waiting_for_driver >= plugging.unplug_thresh {
+                self.unplug();
+            }
+        }
     }
 
     fn dir_of(&self, r: &Request) -> usize {
@@ -486,20 +609,29 @@ impl Engine {
         let must = self.sched.may_queue(&request, self.now) == elevator_sched::MayQueue::Must;
         let count = self.allocated[dir];
         let mut ok = self.waiting[dir].is_empty() || must || self.is_batcher(request.task);
-        if count + 1 >= nr {
-            if !self.full[dir] {
-                self.full[dir] = true;
-                self.set_batching(request.task);
-            } else if !must && !self.is_batcher(request.task) {
-                ok = false;
+        let mut congested = false;
+        if count + 1 >= congestion_on(nr) {
+            if count + 1 >= nr {
+                if !self.full[dir] {
+                    self.full[dir] = true;
+                    self.set_batching(request.task);
+                } else if !must && !self.is_batcher(request.task) {
+                    ok = false;
+                }
             }
+            congested = ok;
         }
         if count >= nr.saturating_mul(3) / 2 {
             ok = false;
         }
         if !ok {
             self.waiting[dir].push_back(request);
+            // `get_request_wait` unplugs the queue before it sleeps.
+            self.unplug();
             return;
+        }
+        if congested && self.config.congestion {
+            self.congested[dir] = true;
         }
         if let Some(b) = self.batchers.get_mut(&request.task) {
             b.left = b.left.saturating_sub(1);
@@ -605,6 +737,7 @@ impl Engine {
         request.arrival = self.now;
         self.sectors_allocated += u64::from(request.sectors);
         let before = self.sched.queued();
+        let was_empty = !self.sched.has_work();
         let traced = self.trace.is_some().then(|| request.clone());
         self.sched.insert(request, self.now);
         // A merge takes no new slot; coalescing two queued requests frees one.
@@ -627,10 +760,16 @@ impl Engine {
                 self.allocated[dir]
             )),
         };
+        if after > before {
+            self.plug_after_insert(was_empty);
+        }
     }
 
     /// Feed the device while it has free slots and the policy has work.
     fn dispatch(&mut self) {
+        if self.plugged_until.is_some() {
+            return;
+        }
         let depth = self.device.limits().queue_depth as usize;
         while self.device.in_flight() < depth {
             match self.sched.dispatch(self.now) {
@@ -696,6 +835,12 @@ impl Engine {
         if self.allocated[dir] < self.config.nr_requests[dir] {
             self.full[dir] = false;
         }
+        if self.allocated[dir] < congestion_off(self.config.nr_requests[dir]) {
+            self.congested[dir] = false;
+        }
+        // The driver's completion runs the queue, and `__blk_run_queue`
+        // removes the plug first (v2.6.32 block/blk-core.c).
+        self.unplug();
         let Some(sectors) = self
             .sectors_allocated
             .checked_sub(u64::from(request.sectors))

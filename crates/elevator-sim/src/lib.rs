@@ -17,6 +17,9 @@
 
 mod engine;
 
-pub use engine::{Engine, EngineConfig, RunSummary, IDE_24_MAX_SECTORS};
+pub use engine::{
+    congestion_off, congestion_on, Engine, EngineConfig, Plugging, RunSummary, IDE_24_MAX_SECTORS,
+    UNPLUG_DELAY, UNPLUG_THRESH,
+};
 // The port moved to elevator-core; re-exported so callers keep their paths.
 pub use elevator_core::{BlockIo, Completion, Io, Workload};

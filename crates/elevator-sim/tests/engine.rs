@@ -559,3 +559,184 @@ fn a_broken_policy_stops_the_run_with_a_replayable_seed() {
         }
     }
 }
+
+/// Submits `n` async writes at time zero (asking to unplug if `unplug`)
+/// and records when each completes.
+#[derive(Default)]
+struct Writes {
+    n: u64,
+    unplug: bool,
+    left: u64,
+    completions: Vec<Instant>,
+}
+
+impl Workload for Writes {
+    fn start(&mut self, io_: &mut Io<'_>) {
+        for i in 0..self.n {
+            io_.submit(io(Op::Write, i * 1000, 1));
+        }
+        if self.unplug {
+            io_.unplug();
+        }
+        self.left = self.n;
+    }
+    fn wake(&mut self, _token: u64, _io: &mut Io<'_>) {}
+    fn completed(&mut self, done: &Completion, _io: &mut Io<'_>) {
+        self.completions.push(done.completed);
+        self.left -= 1;
+    }
+    fn finished(&self) -> bool {
+        self.n > 0 && self.left == 0
+    }
+}
+
+fn first_completion_ms(config: EngineConfig, n: u64, unplug: bool) -> f64 {
+    let mut w = Writes {
+        n,
+        unplug,
+        ..Writes::default()
+    };
+    let mut e = Engine::new(noop(), Box::new(FixedDisk::new(2, 1)), config);
+    e.run(&mut w);
+    w.completions[0].since(Instant::ZERO).as_secs_f64() * 1e3
+}
+
+#[test]
+fn linux_2632_plugging_holds_a_lone_request_for_unplug_delay() {
+    // One write into an empty queue plugs it: it reaches the 2 ms disk
+    // only when the 3 ms unplug timer fires.
+    let plugged = EngineConfig::linux_2632();
+    assert_eq!(first_completion_ms(plugged, 1, false), 5.0);
+    // Three are still under unplug_thresh (4)...
+    assert_eq!(first_completion_ms(plugged, 3, false), 5.0);
+    // ...the fourth unplugs the queue at once (`elv_insert`).
+    assert_eq!(first_completion_ms(plugged, 4, false), 2.0);
+    // A submitter that waits unplugs (`sync_page`, REQ_UNPLUG).
+    assert_eq!(first_completion_ms(plugged, 1, true), 2.0);
+    // Without plugging (the 2.6 preset here) the disk starts at once.
+    let unplugged = EngineConfig {
+        plugging: None,
+        ..EngineConfig::linux_2632()
+    };
+    assert_eq!(first_completion_ms(unplugged, 1, false), 2.0);
+    assert_eq!(first_completion_ms(EngineConfig::linux_26(), 1, false), 2.0);
+}
+
+/// Reads that a plugged queue holds: the second read arrives while the
+/// first is on the disk; its completion runs the queue.
+#[test]
+fn linux_2632_a_completion_runs_a_plugged_queue() {
+    struct Two {
+        done: Vec<Instant>,
+    }
+    impl Workload for Two {
+        fn start(&mut self, io_: &mut Io<'_>) {
+            io_.submit(io(Op::Write, 0, 1));
+            io_.unplug();
+            io_.wake_at(Instant::ZERO + Duration::from_micros(500), 1);
+        }
+        fn wake(&mut self, _token: u64, io_: &mut Io<'_>) {
+            // The policy is empty (the first write is on the disk): this
+            // plugs the queue until 3.5 ms, but the first completion at
+            // 2 ms runs the queue.
+            io_.submit(io(Op::Write, 5000, 1));
+        }
+        fn completed(&mut self, done: &Completion, _io: &mut Io<'_>) {
+            self.done.push(done.completed);
+        }
+        fn finished(&self) -> bool {
+            self.done.len() == 2
+        }
+    }
+    let mut w = Two { done: Vec::new() };
+    let mut e = Engine::new(
+        noop(),
+        Box::new(FixedDisk::new(2, 1)),
+        EngineConfig::linux_2632(),
+    );
+    e.run(&mut w);
+    let ms: Vec<f64> = w
+        .done
+        .iter()
+        .map(|t| t.since(Instant::ZERO).as_secs_f64() * 1e3)
+        .collect();
+    assert_eq!(ms, [2.0, 4.0]);
+}
+
+/// Records what `Io::write_congested` says at each call.
+#[derive(Default)]
+struct CongestionProbe {
+    n: u64,
+    left: u64,
+    /// (async requests submitted so far, the bit) during start.
+    at_start: Vec<(u64, Option<bool>)>,
+    /// The bit as each completion is delivered.
+    at_completion: Vec<Option<bool>>,
+}
+
+impl Workload for CongestionProbe {
+    fn start(&mut self, io_: &mut Io<'_>) {
+        for i in 0..self.n {
+            io_.submit(io(Op::Write, i * 1000, 1));
+            self.at_start.push((i + 1, io_.write_congested()));
+        }
+        self.left = self.n;
+    }
+    fn wake(&mut self, _token: u64, _io: &mut Io<'_>) {}
+    fn completed(&mut self, _done: &Completion, io_: &mut Io<'_>) {
+        self.at_completion.push(io_.write_congested());
+        self.left -= 1;
+    }
+    fn finished(&self) -> bool {
+        self.n > 0 && self.left == 0
+    }
+}
+
+#[test]
+fn linux_2632_the_async_list_congests_at_on_and_clears_below_off() {
+    // nr_requests 16: congested from 16 - 2 + 1 = 15 requests, cleared
+    // below 16 - 2 - 1 - 1 = 12 (`blk_queue_congestion_threshold`).
+    assert_eq!(
+        (
+            elevator_sim::congestion_on(16),
+            elevator_sim::congestion_off(16)
+        ),
+        (15, 12)
+    );
+    assert_eq!(
+        (
+            elevator_sim::congestion_on(128),
+            elevator_sim::congestion_off(128)
+        ),
+        (113, 103)
+    );
+    let config = EngineConfig {
+        nr_requests: [16, 16],
+        ..EngineConfig::linux_2632()
+    };
+    let mut w = CongestionProbe {
+        n: 16,
+        ..CongestionProbe::default()
+    };
+    let mut e = Engine::new(noop(), Box::new(FixedDisk::new(1, 1)), config);
+    e.run(&mut w);
+    // The 15th write sets the bit.
+    let first = w.at_start.iter().find(|(_, c)| *c == Some(true));
+    assert_eq!(first.map(|(n, _)| *n), Some(15));
+    // 16 allocated: the bit stays through the completions that leave 15,
+    // 14, 13 and 12, and clears at 11.
+    let set: Vec<bool> = w.at_completion.iter().map(|c| c.unwrap()).collect();
+    assert_eq!(&set[..6], [true, true, true, true, false, false]);
+    // The 2.6 preset leaves congestion to the workload.
+    let mut w26 = CongestionProbe {
+        n: 4,
+        ..CongestionProbe::default()
+    };
+    let mut e = Engine::new(
+        noop(),
+        Box::new(FixedDisk::new(1, 1)),
+        EngineConfig::linux_26(),
+    );
+    e.run(&mut w26);
+    assert!(w26.at_start.iter().all(|(_, c)| c.is_none()));
+}

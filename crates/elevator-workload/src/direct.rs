@@ -205,6 +205,11 @@ impl DirectJob {
             pieces_left += 1;
             done += piece;
         }
+        // O_DIRECT runs the queue once an I/O's bios are issued, sync or
+        // aio (`blk_run_address_space` in fs/direct-io.c
+        // `direct_io_worker`, read in a 2.6.30 copy, the `WRITE_ODIRECT`
+        // era): a plugged queue never holds a direct I/O.
+        io.unplug();
         self.ios.insert(
             n,
             InFlight {

@@ -188,10 +188,31 @@ pub fn parse_file(path: &Path) -> Result<JobFile, FioError> {
     parse_file_with(path, &env)
 }
 
+/// Most bytes read for one job file, its includes counted (1 MiB; fio's
+/// own examples are a few hundred bytes). A file that includes itself many
+/// times per line would otherwise expand to thousands of copies within the
+/// nesting limit, and `/dev/zero` as a job file would never end. Each read
+/// is paid for by an `include` line already read, so a job file reads at
+/// most this many bytes and this / 9 files.
+pub const MAX_JOB_FILE_BYTES: usize = 1 << 20;
+
 /// As [`parse_file`], with variables from `env`.
 pub fn parse_file_with(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<JobFile, FioError> {
+    let mut read =
+        |p: &Path| elevator_core::read_input(p, MAX_JOB_FILE_BYTES).map_err(|e| e.to_string());
+    parse_with_reader(path, env, &mut read)
+}
+
+/// As [`parse_file_with`], reading the job file and every file it includes
+/// through `read` (the fuzz target serves them from memory). At most
+/// [`MAX_JOB_FILE_BYTES`] are read in all.
+pub fn parse_with_reader(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    read: &mut dyn FnMut(&Path) -> Result<String, String>,
 ) -> Result<JobFile, FioError> {
     let mut sections = vec![Section {
         name: "global".into(),
@@ -199,7 +220,12 @@ pub fn parse_file_with(
         line: 0,
         opts: Vec::new(),
     }];
-    read_lines(path, env, &mut sections, 0, None)?;
+    let mut input = Input {
+        env,
+        read,
+        budget: MAX_JOB_FILE_BYTES,
+    };
+    read_lines(path, &mut input, &mut sections, 0, None)?;
     let global_opts = sections.remove(0).opts;
     let mut merged_global: Vec<Opt> = global_opts;
     // `[global]` sections may appear more than once; later ones add.
@@ -235,22 +261,37 @@ pub fn parse_file_with(
     })
 }
 
+/// Where a job file's text and variables come from, and how many bytes
+/// may still be read.
+struct Input<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    read: &'a mut dyn FnMut(&Path) -> Result<String, String>,
+    budget: usize,
+}
+
 fn read_lines(
     path: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
+    input: &mut Input<'_>,
     sections: &mut Vec<Section>,
     depth: usize,
     from: Option<&Opt>,
 ) -> Result<(), FioError> {
-    let text = std::fs::read_to_string(path).map_err(|e| match from {
-        Some(o) => o.error(format!("cannot read {}: {e}", path.display())),
+    let fail = |message: String| match from {
+        Some(o) => o.error(format!("cannot read {}: {message}", path.display())),
         None => FioError {
             file: path.to_path_buf(),
             line: 0,
             option: "file".into(),
-            message: e.to_string(),
+            message,
         },
+    };
+    let text = (input.read)(path).map_err(fail)?;
+    input.budget = input.budget.checked_sub(text.len()).ok_or_else(|| {
+        fail(format!(
+            "the job file and its includes exceed {MAX_JOB_FILE_BYTES} bytes"
+        ))
     })?;
+    let env = input.env;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let here = |key: &str| Opt {
@@ -285,7 +326,7 @@ fn read_lines(
                 return Err(opt.error("includes nested more than 8 deep"));
             }
             let target = path.parent().unwrap_or(Path::new(".")).join(file.trim());
-            read_lines(&target, env, sections, depth + 1, Some(&opt))?;
+            read_lines(&target, input, sections, depth + 1, Some(&opt))?;
             continue;
         }
         let (key, value) = match expanded.split_once('=') {
@@ -779,6 +820,36 @@ mod tests {
         let (run, groups) = f.build(64 << 20, 1).unwrap();
         assert_eq!(run.clones.len(), 3);
         assert_eq!(groups.get(groups.find("a").unwrap()).weight, 300);
+    }
+
+    #[test]
+    fn includes_share_one_byte_budget_and_devices_are_refused() {
+        // Files x, xx, ... each include the next 16 times, seven levels
+        // deep (within the nesting limit): 16^7 reads without the budget.
+        let env = |_: &str| None;
+        let mut reads = 0usize;
+        let mut read = |path: &Path| {
+            reads += 1;
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            Ok(if name.len() < 8 {
+                format!(
+                    "[j{name}]\nrw=read\n{}",
+                    format!("include {name}x\n").repeat(16)
+                )
+            } else {
+                String::new()
+            })
+        };
+        let e = parse_with_reader(Path::new("x"), &env, &mut read).unwrap_err();
+        assert_eq!(e.option, "include", "{e}");
+        assert!(e.to_string().contains("exceed 1048576 bytes"), "{e}");
+        // Every read is paid for by an include line of a file already read.
+        assert!(
+            reads <= MAX_JOB_FILE_BYTES / "include x".len(),
+            "{reads} reads"
+        );
+        let e = parse_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 
     #[test]

@@ -182,6 +182,12 @@ impl Geometry {
         self.block_bitmap(g) + 2
     }
 
+    /// Whether `block` lies in its group's inode table.
+    pub fn is_inode_table(&self, block: u64) -> bool {
+        let g = self.group_of(block);
+        (self.inode_table(g)..self.data_start(g)).contains(&block)
+    }
+
     /// First data block of group `g`.
     pub fn data_start(&self, g: u32) -> u64 {
         self.inode_table(g) + self.itable_blocks

@@ -82,6 +82,7 @@ use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, 
 /// replays).
 pub const TYPE: ProgramType = ProgramType {
     name: "app-start",
+    about: "an application's start-up: its recorded reads with think times",
     keys: &[Key {
         name: "files",
         ty: KeyType::Files {

@@ -76,6 +76,7 @@ use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, 
 /// process reading every instance) and `bs`.
 pub const TYPE: ProgramType = ProgramType {
     name: "cat",
+    about: "cat FILE... > /dev/null, once or looping (background)",
     keys: &[
         Key {
             name: "files",

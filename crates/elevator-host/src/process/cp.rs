@@ -186,6 +186,7 @@ use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, 
 /// to, default the root), `bs`, and `sync` (run `sync` after, default yes).
 pub const TYPE: ProgramType = ProgramType {
     name: "cp",
+    about: "cp -a SRC DST (a file or a tree), then sync",
     keys: &[
         Key {
             name: "files",

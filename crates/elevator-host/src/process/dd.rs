@@ -63,6 +63,7 @@ use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, 
 /// to write, `count = size / bs` rounded up).
 pub const TYPE: ProgramType = ProgramType {
     name: "dd",
+    about: "dd if=/dev/zero of=FILE bs=BS count=SIZE/BS conv=notrunc, once or looping",
     keys: &[
         Key {
             name: "files",

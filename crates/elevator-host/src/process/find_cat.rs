@@ -199,6 +199,7 @@ use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, 
 /// default yes). Two processes, find and xargs, in one row.
 pub const TYPE: ProgramType = ProgramType {
     name: "find-cat",
+    about: "find DIR -type f | xargs cat > /dev/null: two processes and a pipe",
     keys: &[
         Key {
             name: "files",

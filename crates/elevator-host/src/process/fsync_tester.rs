@@ -148,6 +148,7 @@ const DURATION: Duration = Duration::from_secs(60);
 /// writer child, reported in row `NAME.rnd`).
 pub const TYPE: ProgramType = ProgramType {
     name: "fsync-tester",
+    about: "Ts'o's fsync-tester: 1 MiB write + fsync per interval; prints every fsync time",
     keys: &[
         Key {
             name: "files",

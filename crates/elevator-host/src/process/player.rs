@@ -110,6 +110,7 @@ const FRAMES: i64 = 1500;
 /// `period`, `frames` and `buffer` (frames read ahead).
 pub const TYPE: ProgramType = ProgramType {
     name: "player",
+    about: "a media player reading a frame per period against a deadline",
     keys: &[
         Key {
             name: "files",

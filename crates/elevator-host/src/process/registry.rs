@@ -129,6 +129,8 @@ pub const BS: Key = Key {
 pub struct ProgramType {
     /// The name `[[process]] kind` gives.
     pub name: &'static str,
+    /// One line for `elevator list`: the command it models.
+    pub about: &'static str,
     /// The keys it takes beyond `name`, `kind`, `count`, `start`, `prio`,
     /// `background` and `group`.
     pub keys: &'static [Key],
@@ -152,6 +154,32 @@ impl std::fmt::Debug for ProgramType {
 impl PartialEq for ProgramType {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
+    }
+}
+
+impl Key {
+    /// The key as `elevator list` shows it: `name`, `name=DEFAULT`, or
+    /// `name!` when the section must give it.
+    pub fn describe(&self) -> String {
+        let bytes = |n: u64| {
+            for (unit, shift) in [("g", 30), ("m", 20), ("k", 10)] {
+                if n >= 1 << shift && n % (1 << shift) == 0 {
+                    return format!("{}{unit}", n >> shift);
+                }
+            }
+            n.to_string()
+        };
+        match &self.default {
+            Default::Required => format!("{}!", self.name),
+            Default::Absent => self.name.to_string(),
+            Default::Size(n) => format!("{}={}", self.name, bytes(*n)),
+            Default::Int(n) => format!("{}={n}", self.name),
+            Default::Bool(b) => format!("{}={b}", self.name),
+            Default::Time(d) if d.0 % 1_000_000_000 == 0 => {
+                format!("{}={}s", self.name, d.0 / 1_000_000_000)
+            }
+            Default::Time(d) => format!("{}={}ms", self.name, d.0 / 1_000_000),
+        }
     }
 }
 

@@ -318,6 +318,7 @@ const RANDOM_OPS: i64 = 1000;
 /// and random phase).
 pub const TYPE: ProgramType = ProgramType {
     name: "tiotest",
+    about: "tiotest: write, random write, read, random read by N threads; prints its tables",
     keys: &[
         Key {
             name: "dir",

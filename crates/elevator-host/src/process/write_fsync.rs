@@ -92,6 +92,7 @@ use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, 
 /// root), `size` and `sync` (fsync at the end, default yes).
 pub const TYPE: ProgramType = ProgramType {
     name: "write-and-fsync",
+    about: "Morton's write-and-fsync: write a new file of SIZE, then fsync",
     keys: &[
         Key {
             name: "dir",

@@ -17,6 +17,8 @@ pub struct Seen {
     pub sync: bool,
     /// `REQ_NOIDLE`.
     pub noidle: bool,
+    /// `REQ_META`.
+    pub meta: bool,
     pub sector: u64,
     pub sectors: u32,
     pub task: u32,
@@ -44,6 +46,7 @@ impl Device for Recorder {
             op: r.op,
             sync: r.sync,
             noidle: r.noidle,
+            meta: r.meta,
             sector: r.sector,
             sectors: r.sectors,
             task: r.task.0,
@@ -82,6 +85,17 @@ pub fn host_on(device: &str, seed: u64, params: Option<HostParams>) -> Host {
 
 /// Run `host` under `policy` on `device` for at most `limit_s` seconds.
 pub fn run(host: &mut Host, policy: &str, device: &str, limit_s: u64) -> (RunSummary, Vec<Seen>) {
+    run_on(host, policy, device, limit_s, EngineConfig::default())
+}
+
+/// [`run`] on the block layer `config` (its time limit replaced).
+pub fn run_on(
+    host: &mut Host,
+    policy: &str,
+    device: &str,
+    limit_s: u64,
+    config: EngineConfig,
+) -> (RunSummary, Vec<Seen>) {
     let dev = elevator_device::open(device).expect("device profile");
     let limits = dev.limits();
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -94,7 +108,7 @@ pub fn run(host: &mut Host, policy: &str, device: &str, limit_s: u64) -> (RunSum
         .build_default(&limits);
     let config = EngineConfig {
         time_limit: Instant(limit_s * 1_000_000_000),
-        ..EngineConfig::default()
+        ..config
     };
     let mut engine = Engine::new(sched, Box::new(rec), config);
     let summary = engine.run(host);

@@ -5,8 +5,13 @@
 //! elevator in the same way), so `--sched deadline` with limits works.
 //! [`latency`] (io.latency) holds requests of groups whose siblings miss
 //! their latency target, in the same place.
-//! Proportional weights live inside the policies that honour them (CFQ,
-//! BFQ), since only a policy decides who goes next.
+//! [`iocost`] (io.cost) charges each request to its group's virtual time
+//! by a cost model and holds groups that ran ahead of the device's, so
+//! `io.weight` holds under any policy, in the same place.
+//! Proportional weights otherwise live inside the policies that honour
+//! them (CFQ, BFQ), since only a policy decides who goes next.
 
+pub mod iocost;
+pub mod iocost_params;
 pub mod latency;
 pub mod throttle;

@@ -1,5 +1,5 @@
-//! Reading an input file (a scenario, a device profile, a trace) with a
-//! size cap.
+//! Reading an input file (a scenario, a device profile, a trace, a fio job
+//! file, a DiskSim drive) with a size cap.
 //!
 //! Anything that is not a regular file is refused before it is opened: a
 //! FIFO blocks `open(2)` until a writer comes, and `/dev/zero` never ends.

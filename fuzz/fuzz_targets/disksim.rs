@@ -1,0 +1,6 @@
+//! Fuzz target: `elevator_scenario::fuzzing::disksim` on arbitrary bytes.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    elevator_scenario::fuzzing::disksim(data);
+});
