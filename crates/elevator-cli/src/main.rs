@@ -1014,6 +1014,11 @@ fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
             "targets",
             "per-group latency targets: looser siblings get less queue depth, any policy",
         ),
+        (
+            "io.cost",
+            "weights",
+            "iocost ([iocost]): a cost model and vtime per group hold io.weight, any policy",
+        ),
     ];
     let layers: Vec<Vec<String>> = layers
         .iter()
@@ -1027,6 +1032,19 @@ fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
         .collect();
     text.push_str("\nDevices (--device NAME, or a profile file):\n");
     elevator_metrics::text::columns(&mut text, &devices);
+    let file_systems: Vec<Vec<String>> = elevator_host::fs::registry::FILE_SYSTEMS
+        .iter()
+        .map(|t| {
+            let keys = if t.keys.is_empty() {
+                "-".to_string()
+            } else {
+                t.keys.join(" ")
+            };
+            vec![t.name.into(), keys, t.about.into()]
+        })
+        .collect();
+    text.push_str("\nFile systems ([host] fs = NAME, mount = \"OPTS\"; first value: default):\n");
+    elevator_metrics::text::columns(&mut text, &file_systems);
     let programs: Vec<Vec<String>> = elevator_host::process::PROGRAMS
         .iter()
         .map(|t| {

@@ -46,6 +46,8 @@ fn list_names_policies_devices_and_scenarios() {
         ("Policies", "noop"),
         ("Policies", "deadline"),
         ("Group layers", "io.max"),
+        ("Group layers", "io.cost"),
+        ("Scenarios", "iocost-weights-100-vs-300"),
         ("Host programs", "tiotest"),
         ("Host programs", "fsync-tester"),
         ("Devices", "ide-2003"),

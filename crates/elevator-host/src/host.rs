@@ -32,6 +32,16 @@
 //!   for them and for any earlier writeback of the file; a second pass
 //!   picks up pages that were under writeback when it started. **sync**
 //!   does the same for every dirty page.
+//! - **ext3 and nilfs2** ([`crate::fs::registry`]) hook in at four places
+//!   and nowhere else, so the ext2 host runs as before: dirtied metadata
+//!   and data join jbd's running transaction, kjournald (one more task)
+//!   commits it by timer, size or fsync and fsync waits for the commit
+//!   (see [`crate::fs::ext3`]); on nilfs2 the flusher writes nothing and
+//!   segctord appends every dirty block to the log, relocating the file's
+//!   blocks there, by its timer, its watermark or fsync
+//!   (see [`crate::fs::nilfs2`]). Their writes without a page-cache page
+//!   (descriptors, commit blocks, summaries, DAT) are submitted as raw
+//!   blocks.
 //!
 //! Simplifications, each small against a disk's milliseconds: a process's
 //! CPU time is charged in slices of up to [`CPU_QUANTUM`] after the calls
@@ -47,6 +57,9 @@
 //! [`CPU_QUANTUM`]: crate::params::CPU_QUANTUM
 
 use crate::cache::{PageCache, PageState, CHUNK_PAGES};
+use crate::fs::ext3::{self, DataMode, Journal, Phase, Reason};
+use crate::fs::nilfs2::{self, Log, Nilfs2Options, Run};
+use crate::fs::registry::FsType;
 use crate::fs::{FileId, FileSystem, Kind, NoSpace};
 use crate::params::{
     HostParams, Readahead, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES,
@@ -70,6 +83,26 @@ pub type Pid = usize;
 enum Issuer {
     Proc(Pid),
     Flusher,
+    /// The file system's own thread: kjournald (ext3) or segctord (nilfs2).
+    Daemon,
+}
+
+/// Owner of jbd's journal writes (no file's fsync waits for them).
+const JOURNAL: FileId = FileId(u32::MAX);
+/// Owner of nilfs2's log writes.
+const LOG: FileId = FileId(u32::MAX - 1);
+/// The `file` of a write with no page-cache page (journal descriptors and
+/// commit blocks, segment summaries, nilfs2's metadata files).
+const RAW: FileId = FileId(u32::MAX - 2);
+
+/// What the mounted file system adds to ext2's behaviour.
+#[derive(Debug)]
+enum FsLayer {
+    Ext2,
+    Ext3(Box<Journal>),
+    /// The log is laid out at the first construction, after the file sets
+    /// were placed.
+    Nilfs2(Nilfs2Options, Option<Box<Log>>),
 }
 
 /// What the host remembers of a request in flight.
@@ -93,6 +126,10 @@ enum TimerAction {
     Wake(Pid, u64),
     FlusherWake(u64),
     Kupdate,
+    /// ext3: the commit timer of transaction `tid`.
+    JournalCommit(u64),
+    /// nilfs2: the checkpoint timer of this generation.
+    SegctorTimer(u64),
 }
 
 /// Conditions a process waits for on write completions.
@@ -104,6 +141,10 @@ enum WaitCond {
     FileWrites { file: FileId, seq: u64 },
     /// No write with sequence number <= `seq` in flight.
     AllWrites { seq: u64 },
+    /// ext3: transaction `tid` committed.
+    Committed(u64),
+    /// nilfs2: `n` segment constructions finished.
+    Logged(u64),
 }
 
 #[derive(Debug)]
@@ -181,6 +222,8 @@ struct WriteOp {
 struct SyncOp {
     target: Option<FileId>,
     pass: u8,
+    /// ext3: the transaction to wait for; nilfs2: the construction.
+    wait_for: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -312,6 +355,7 @@ pub struct Host {
     ready: VecDeque<Pid>,
     runs: Vec<(u64, u64)>,
     pieces: Vec<(u64, u64, u64, bool)>,
+    fsl: FsLayer,
     pub stats: HostStats,
 }
 
@@ -319,7 +363,16 @@ impl Host {
     /// A host with a fresh file system on a device of `capacity` sectors.
     /// Its tasks are numbered from `first_task` (the flusher first).
     pub fn new(params: HostParams, capacity: Sector, seed: u64, first_task: u32) -> Self {
-        let fs = FileSystem::new(&params.fs, capacity, seed);
+        let mut fs = FileSystem::new(&params.fs, capacity, seed);
+        let fsl = match &params.fs.fs_type {
+            FsType::Ext2 => FsLayer::Ext2,
+            FsType::Ext3(o) => {
+                let blocks = ext3::default_journal_blocks(fs.geo.blocks).max(1024);
+                let runs = fs.reserve_journal(blocks);
+                FsLayer::Ext3(Box::new(Journal::new(*o, runs)))
+            }
+            FsType::Nilfs2(o) => FsLayer::Nilfs2(*o, None),
+        };
         let cache = PageCache::new(params.cache_pages());
         let mut pdflush_stats = JobStats::new("pdflush");
         pdflush_stats.started = Some(Instant::ZERO);
@@ -359,8 +412,31 @@ impl Host {
             ready: VecDeque::new(),
             runs: Vec::new(),
             pieces: Vec::new(),
+            fsl,
             stats: HostStats::default(),
         }
+    }
+
+    /// The ext3 journal, if the host mounted ext3.
+    pub fn journal(&self) -> Option<&Journal> {
+        match &self.fsl {
+            FsLayer::Ext3(j) => Some(j),
+            _ => None,
+        }
+    }
+
+    /// The nilfs2 log, once the first log was written.
+    pub fn nilfs_log(&self) -> Option<&Log> {
+        match &self.fsl {
+            FsLayer::Nilfs2(_, log) => log.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The task kjournald or segctord issues its I/O as (after every
+    /// process's, so that ext2 hosts number their tasks as before).
+    pub fn daemon_task(&self) -> TaskId {
+        TaskId(self.pdflush.0 + 1 + self.procs.len() as u32)
     }
 
     pub fn params(&self) -> &HostParams {
@@ -666,10 +742,12 @@ impl Host {
             Syscall::Fsync(file) => Sys::Sync(SyncOp {
                 target: Some(file),
                 pass: 0,
+                wait_for: 0,
             }),
             Syscall::Sync => Sys::Sync(SyncOp {
                 target: None,
                 pass: 0,
+                wait_for: 0,
             }),
             Syscall::ReadDir(dir) => Sys::ReadDir { dir, next: 0 },
             Syscall::Create { parent, dir } => Sys::Create(CreateOp {
@@ -1141,10 +1219,10 @@ impl Host {
                     Err(NoSpace { meta }) => (meta, true),
                 };
                 for m in new_meta {
-                    self.cache.dirty_range(FileId::BDEV, m, m + 1, now);
+                    self.dirty_meta(m, Some(file), now, io);
                 }
                 let ib = self.fs.inode_block(file);
-                self.cache.dirty_range(FileId::BDEV, ib, ib + 1, now);
+                self.dirty_meta(ib, Some(file), now, io);
                 if full {
                     // Data goes only where blocks were had: the write ends
                     // there, short, or fails with ENOSPC if nothing fit.
@@ -1159,6 +1237,7 @@ impl Host {
                 }
             }
             let n = self.cache.dirty_range(file, page, last + 1, now);
+            self.data_dirtied(file, n, now, io);
             self.stats.peak_dirty_pages = self.stats.peak_dirty_pages.max(self.cache.dirty());
             self.stats.peak_dirty_writeback_pages = self
                 .stats
@@ -1270,6 +1349,10 @@ impl Host {
     /// before the block device's), each from where its last writeback
     /// stopped. Returns pages written and whether it stopped at congestion.
     fn writeback_inodes(&mut self, ctl: WbCtl, io: &mut Io<'_>) -> (u64, bool) {
+        if matches!(self.fsl, FsLayer::Nilfs2(..)) {
+            // nilfs_writepages ignores WB_SYNC_NONE; segctord writes.
+            return (0, false);
+        }
         let mut written = 0;
         for metadata in [false, true] {
             let mut after = None;
@@ -1374,7 +1457,9 @@ impl Host {
                 };
                 (self.pdflush, IoPrio::default(), group)
             }
+            Issuer::Daemon => (self.daemon_task(), IoPrio::default(), GroupId::ROOT),
         };
+        let read_meta = !write && matches!(self.fsl, FsLayer::Ext3(_));
         let max_pages = (u64::from(self.params.max_sectors) * 512 / PAGE_SIZE).max(1);
         let spb = self.fs.geo.sectors_per_block();
         let mut pieces = std::mem::take(&mut self.pieces);
@@ -1406,9 +1491,10 @@ impl Host {
                 prio,
                 group,
                 // READ_META on inode-table and directory reads where the
-                // preset's kernel had it (2.6.32), never on indirect blocks.
-                meta: !write
-                    && self.params.read_meta
+                // preset's kernel had it (2.6.32), and always on ext3,
+                // which sets it itself (`__ext3_get_inode_loc`,
+                // `ext3_bread`); never on indirect blocks or bitmaps.
+                meta: (read_meta || (!write && self.params.read_meta))
                     && (self.fs.is_dir(file)
                         || (file == FileId::BDEV && self.fs.geo.is_inode_table(db))),
                 // Sync writes here are fsync's and sync's (WB_SYNC_ALL):
@@ -1456,8 +1542,16 @@ impl Host {
     /// fsync and sync, resumable: issue, wait, issue what was under
     /// writeback the first time, wait.
     fn do_sync(&mut self, pid: Pid, op: &mut SyncOp, io: &mut Io<'_>) -> Step {
+        // data=journal and nilfs2 write no data home here: the commit or
+        // the log carries it.
+        let skip_data = match &self.fsl {
+            FsLayer::Ext2 => false,
+            FsLayer::Ext3(j) => j.options.data == DataMode::Journal,
+            FsLayer::Nilfs2(..) => true,
+        };
         loop {
             match op.pass {
+                0..=3 if skip_data => op.pass = 4,
                 0 | 2 => {
                     let ctl = WbCtl {
                         budget: u64::MAX,
@@ -1469,6 +1563,11 @@ impl Host {
                     match op.target {
                         Some(f) => {
                             self.write_file(f, ctl, u64::MAX, f, io);
+                            if !matches!(self.fsl, FsLayer::Ext2) {
+                                // ext3: the commit carries the metadata.
+                                op.pass += 1;
+                                continue;
+                            }
                             // Its indirect blocks and inode, if dirty.
                             let mut meta = self.fs.inode(f).meta.clone();
                             meta.push(self.fs.inode_block(f));
@@ -1510,6 +1609,41 @@ impl Host {
                     }
                     op.pass += 1;
                 }
+                4 => {
+                    op.pass = 5;
+                    match &mut self.fsl {
+                        FsLayer::Ext2 => op.pass = 6,
+                        FsLayer::Ext3(j) => {
+                            // ext3_sync_file: commit the inode's
+                            // transaction and wait (sync(2): the running
+                            // one).
+                            let tid = match op.target {
+                                Some(f) => j.sync_tid(f),
+                                None if j.running.started.is_some() => j.running.tid,
+                                None => j.committed,
+                            };
+                            op.wait_for = tid;
+                            if tid > j.committed {
+                                j.request(tid, Reason::Fsync);
+                                self.kjournald(io);
+                            }
+                        }
+                        FsLayer::Nilfs2(..) => {
+                            op.wait_for = self.segctor_construct(true, io);
+                        }
+                    }
+                }
+                5 => {
+                    let cond = match self.fsl {
+                        FsLayer::Nilfs2(..) => WaitCond::Logged(op.wait_for),
+                        _ => WaitCond::Committed(op.wait_for),
+                    };
+                    if !self.satisfied(cond) {
+                        self.wait_writes(pid, cond);
+                        return Step::Block;
+                    }
+                    op.pass = 6;
+                }
                 _ => {
                     return Step::Done {
                         ret: Ret::None,
@@ -1529,6 +1663,11 @@ impl Host {
                 .get(&file.0)
                 .is_none_or(|v| v.iter().all(|&s| s > seq)),
             WaitCond::AllWrites { seq } => self.outstanding.first().is_none_or(|&s| s > seq),
+            WaitCond::Committed(tid) => match &self.fsl {
+                FsLayer::Ext3(j) => j.committed >= tid,
+                _ => true,
+            },
+            WaitCond::Logged(n) => self.nilfs_log().is_none_or(|l| l.done >= n),
         }
     }
 
@@ -1572,16 +1711,346 @@ impl Host {
         }
         let now = io.now();
         for b in meta {
-            self.cache.dirty_range(FileId::BDEV, b, b + 1, now);
+            self.dirty_meta(b, Some(f), now, io);
         }
         self.cache.dirty_range(op.parent, last, last + 1, now);
         if op.dir {
             self.cache.dirty_range(f, 0, 1, now);
         }
+        self.dir_dirtied(op.parent, last, f, now, io);
         Step::Done {
             ret: Ret::File(f),
             cpu: self.params.syscall_cpu,
             io: None,
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // What ext3 and nilfs2 add (fs::ext3, fs::nilfs2).
+
+    /// Metadata block `block` is dirtied (for `file`): the page cache in
+    /// every file system, and ext3's running transaction.
+    fn dirty_meta(&mut self, block: u64, file: Option<FileId>, now: Instant, io: &mut Io<'_>) {
+        self.cache.dirty_range(FileId::BDEV, block, block + 1, now);
+        if let FsLayer::Ext3(j) = &mut self.fsl {
+            let tid = j.running.tid;
+            if let Some(at) = j.dirty_meta(block, file, now) {
+                self.arm(at, TimerAction::JournalCommit(tid), io);
+            }
+            self.kjournald(io);
+        }
+    }
+
+    /// A directory block `page` of `dir` got an entry for `file`: ext3
+    /// journals it; nilfs2's transaction ends.
+    fn dir_dirtied(&mut self, dir: FileId, page: u64, file: FileId, now: Instant, io: &mut Io<'_>) {
+        match &mut self.fsl {
+            FsLayer::Ext2 => {}
+            FsLayer::Ext3(j) => {
+                let block = self.fs.map(dir, page).unwrap_or(0);
+                let tid = j.running.tid;
+                if let Some(at) = j.dirty_meta(block, Some(file), now) {
+                    self.arm(at, TimerAction::JournalCommit(tid), io);
+                }
+                self.kjournald(io);
+            }
+            FsLayer::Nilfs2(..) => self.segctor_dirtied(now, io),
+        }
+    }
+
+    /// `write(2)` dirtied `pages` pages of `file`: ext3 files them in the
+    /// running transaction and dirties the inode (`file_update_time`);
+    /// nilfs2's transaction ends (timer, watermark).
+    fn data_dirtied(&mut self, file: FileId, pages: u64, now: Instant, io: &mut Io<'_>) {
+        match &mut self.fsl {
+            FsLayer::Ext2 => {}
+            FsLayer::Ext3(j) => {
+                let tid = j.running.tid;
+                let timer = j.dirty_data(file, pages, now);
+                if let Some(at) = timer {
+                    self.arm(at, TimerAction::JournalCommit(tid), io);
+                }
+                let ib = self.fs.inode_block(file);
+                self.dirty_meta(ib, Some(file), now, io);
+            }
+            FsLayer::Nilfs2(..) => self.segctor_dirtied(now, io),
+        }
+    }
+
+    /// Write `n` blocks from disk block `disk` as requests of `issuer`,
+    /// each at most `max_sectors`: pages `[page, page + n)` of `cache` if
+    /// given (their writeback ends on completion), else no page ([`RAW`]).
+    /// Only the last request carries `sync` (and `noidle`).
+    #[allow(clippy::too_many_arguments)]
+    fn issue_at(
+        &mut self,
+        issuer: Issuer,
+        cache: Option<(FileId, u64)>,
+        disk: u64,
+        n: u64,
+        sync: bool,
+        noidle: bool,
+        owner: FileId,
+        io: &mut Io<'_>,
+    ) {
+        let max_pages = (u64::from(self.params.max_sectors) * 512 / PAGE_SIZE).max(1);
+        let spb = self.fs.geo.sectors_per_block();
+        let mut off = 0;
+        while off < n {
+            let k = (n - off).min(max_pages);
+            let last = off + k == n;
+            let id = io.submit(BlockIo {
+                op: Op::Write,
+                sync: sync && last,
+                sector: self.fs.geo.sector_of(disk + off),
+                sectors: (k * spb) as u32,
+                task: self.daemon_task(),
+                prio: IoPrio::default(),
+                group: GroupId::ROOT,
+                meta: false,
+                noidle: noidle && last,
+            });
+            self.write_seq += 1;
+            let seq = self.write_seq;
+            self.outstanding.insert(seq);
+            self.file_writes.entry(owner.0).or_default().push(seq);
+            self.writes_in_flight += 1;
+            if self.is_congested(io) {
+                self.congested = true;
+            }
+            self.stats.write_requests += 1;
+            self.stats.pages_written += k;
+            let (file, page) = cache.map_or((RAW, 0), |(f, p)| (f, p + off));
+            self.tags.insert(
+                id,
+                Tag {
+                    file,
+                    page,
+                    pages: k,
+                    write: true,
+                    seq,
+                    owner,
+                    issuer,
+                    slot: true,
+                },
+            );
+            off += k;
+        }
+    }
+
+    /// kjournald: move the committing transaction through its phases as
+    /// its writes complete, and start the next commit when one is asked
+    /// for (`journal_commit_transaction`, fs/jbd/commit.c 2.6.32).
+    fn kjournald(&mut self, io: &mut Io<'_>) {
+        loop {
+            let FsLayer::Ext3(j) = &mut self.fsl else {
+                return;
+            };
+            let Some(c) = &j.committing else {
+                let seq = self.write_seq;
+                let FsLayer::Ext3(j) = &mut self.fsl else {
+                    return;
+                };
+                let Some(c) = j.start_commit(seq) else {
+                    return;
+                };
+                // Ordered mode: the transaction's data first, plain WRITE
+                // from kjournald (journal_submit_data_buffers).
+                let files = c.files.clone();
+                if !files.is_empty() {
+                    let ctl = WbCtl {
+                        budget: u64::MAX,
+                        nonblocking: false,
+                        older_than: None,
+                        issuer: Issuer::Daemon,
+                        sync: false,
+                    };
+                    for &f in &files {
+                        self.write_file(f, ctl, u64::MAX, f, io);
+                    }
+                    let seq = self.write_seq;
+                    if let FsLayer::Ext3(j) = &mut self.fsl {
+                        j.committing.as_mut().expect("committing").seq = seq;
+                    }
+                } else {
+                    self.journal_log_phase(io);
+                }
+                continue;
+            };
+            let (phase, seq) = (c.phase, c.seq);
+            let done = match phase {
+                Phase::Data => {
+                    let files = c.files.clone();
+                    files
+                        .iter()
+                        .all(|&file| self.satisfied(WaitCond::FileWrites { file, seq }))
+                }
+                Phase::Log | Phase::CommitBlock => {
+                    self.satisfied(WaitCond::FileWrites { file: JOURNAL, seq })
+                }
+            };
+            if !done {
+                return;
+            }
+            match phase {
+                Phase::Data => self.journal_log_phase(io),
+                Phase::Log => {
+                    // The commit block: sync_dirty_buffer, WRITE_SYNC.
+                    let FsLayer::Ext3(j) = &mut self.fsl else {
+                        return;
+                    };
+                    let runs = j.take_log(1);
+                    for (b, n) in runs {
+                        self.issue_at(Issuer::Daemon, None, b, n, true, true, JOURNAL, io);
+                    }
+                    let seq = self.write_seq;
+                    if let FsLayer::Ext3(j) = &mut self.fsl {
+                        let c = j.committing.as_mut().expect("committing");
+                        c.phase = Phase::CommitBlock;
+                        c.seq = seq;
+                    }
+                }
+                Phase::CommitBlock => {
+                    if let FsLayer::Ext3(j) = &mut self.fsl {
+                        j.finish_commit();
+                    }
+                }
+            }
+        }
+    }
+
+    /// A commit writes its descriptors and block copies at the journal's
+    /// head (WRITE).
+    fn journal_log_phase(&mut self, io: &mut Io<'_>) {
+        let FsLayer::Ext3(j) = &mut self.fsl else {
+            return;
+        };
+        let n = j.committing.as_ref().expect("committing").log_blocks;
+        let runs = j.take_log(n);
+        for (b, k) in runs {
+            self.issue_at(Issuer::Daemon, None, b, k, false, false, JOURNAL, io);
+        }
+        let seq = self.write_seq;
+        if let FsLayer::Ext3(j) = &mut self.fsl {
+            let c = j.committing.as_mut().expect("committing");
+            c.phase = Phase::Log;
+            c.seq = seq;
+        }
+    }
+
+    /// nilfs2: lay the log out at the first use, past the segments the
+    /// file sets placed before the run occupy (segment 0 starts after the
+    /// super block, block 1).
+    fn nilfs_mount(&mut self) {
+        if let FsLayer::Nilfs2(o, log @ None) = &mut self.fsl {
+            let used = self.fs.used_end();
+            *log = Some(Box::new(Log::new(*o, 1, self.fs.geo.blocks, used)));
+        }
+    }
+
+    /// nilfs2: a transaction ended at `now`: arm the checkpoint timer, and
+    /// above the watermark start a log at once.
+    fn segctor_dirtied(&mut self, now: Instant, io: &mut Io<'_>) {
+        self.nilfs_mount();
+        let FsLayer::Nilfs2(_, Some(l)) = &mut self.fsl else {
+            return;
+        };
+        if let Some((at, gen)) = l.transaction_end(now) {
+            self.arm(at, TimerAction::SegctorTimer(gen), io);
+        }
+        if self.cache.dirty() > nilfs2::SC_DEFAULT_WATERMARK {
+            let sr = self.nilfs_log().is_some_and(|l| l.super_root_due(now));
+            self.segctor_construct(sr, io);
+        }
+    }
+
+    /// segctord builds a log of every dirty block, in log order, with a
+    /// super root (a checkpoint) if `super_root`; if one is being written
+    /// the next is queued. Returns the construction count to wait for.
+    fn segctor_construct(&mut self, super_root: bool, io: &mut Io<'_>) -> u64 {
+        let now = io.now();
+        self.nilfs_mount();
+        let FsLayer::Nilfs2(_, Some(l)) = &mut self.fsl else {
+            return 0;
+        };
+        if l.waiting_seq.is_some() {
+            l.again = Some(l.again.unwrap_or(false) || super_root);
+            return l.started + 1;
+        }
+        l.begin(super_root, now);
+        let mut l = match &mut self.fsl {
+            FsLayer::Nilfs2(_, log) => log.take().expect("the log"),
+            _ => unreachable!("nilfs2"),
+        };
+        // Data files first, then the block device's metadata (the files'
+        // B-tree nodes and inodes), as a log orders its payload.
+        let mut files = Vec::new();
+        let mut after = None;
+        while let Some((since, file)) = self.cache.next_dirty_file(after) {
+            after = Some((since, file.0));
+            files.push(file);
+        }
+        files.sort_by_key(|&f| (f == FileId::BDEV, f));
+        // (the page-cache pages it writes, if any; disk block; blocks)
+        type Piece = (Option<(FileId, u64)>, u64, u64);
+        let mut plan: Vec<Piece> = Vec::new();
+        let mut runs: Vec<Run> = Vec::new();
+        let mut payload = 0;
+        for f in files {
+            while let Some((s, n)) = self.cache.start_writeback(f, 0, u64::MAX, u64::MAX) {
+                runs.clear();
+                l.place(n, &mut runs);
+                let mut off = 0;
+                for r in &runs {
+                    if r.summary {
+                        plan.push((None, r.block, 1));
+                        continue;
+                    }
+                    if f != FileId::BDEV {
+                        self.fs.relocate(f, s + off, r.len, r.block);
+                    }
+                    plan.push((Some((f, s + off)), r.block, r.len));
+                    off += r.len;
+                }
+                payload += n;
+            }
+        }
+        // The DAT entries of the blocks written, the sufile, and with a
+        // checkpoint the cpfile and the super root.
+        let extra =
+            payload.div_ceil(nilfs2::DAT_ENTRIES_PER_BLOCK) + 1 + if super_root { 2 } else { 0 };
+        runs.clear();
+        l.place(extra, &mut runs);
+        plan.extend(runs.iter().map(|r| (None, r.block, r.len)));
+        let last = plan.len() - 1;
+        for (i, (cache, disk, n)) in plan.into_iter().enumerate() {
+            // The last bio of the construction is SYNCIO (segbuf.c).
+            self.issue_at(Issuer::Daemon, cache, disk, n, i == last, false, LOG, io);
+        }
+        l.waiting_seq = Some(self.write_seq);
+        let started = l.started;
+        if let FsLayer::Nilfs2(_, log) = &mut self.fsl {
+            *log = Some(l);
+        }
+        started
+    }
+
+    /// A write completed: finish the running construction if all its
+    /// writes are done, and start a queued one.
+    fn segctor_step(&mut self, io: &mut Io<'_>) {
+        let Some(seq) = self.nilfs_log().and_then(|l| l.waiting_seq) else {
+            return;
+        };
+        if !self.satisfied(WaitCond::FileWrites { file: LOG, seq }) {
+            return;
+        }
+        let FsLayer::Nilfs2(_, Some(l)) = &mut self.fsl else {
+            return;
+        };
+        l.waiting_seq = None;
+        l.done += 1;
+        if let Some(sr) = l.again.take() {
+            self.segctor_construct(sr, io);
         }
     }
 
@@ -1619,7 +2088,9 @@ impl Host {
             }
             return;
         }
-        self.cache.end_writeback(tag.file, tag.page, end);
+        if tag.file != RAW {
+            self.cache.end_writeback(tag.file, tag.page, end);
+        }
         if tag.slot {
             self.writes_in_flight -= 1;
         }
@@ -1653,6 +2124,11 @@ impl Host {
                 self.flusher_woken(io);
             }
         }
+        match self.fsl {
+            FsLayer::Ext2 => {}
+            FsLayer::Ext3(_) => self.kjournald(io),
+            FsLayer::Nilfs2(..) => self.segctor_step(io),
+        }
         if !self.write_waiters.is_empty() {
             let waiters = std::mem::take(&mut self.write_waiters);
             for (pid, gen, cond) in waiters {
@@ -1675,7 +2151,7 @@ impl Host {
     fn count_error(&mut self, issuer: Issuer) {
         let row = match issuer {
             Issuer::Proc(pid) => self.procs[pid].row,
-            Issuer::Flusher => self.pdflush_row,
+            Issuer::Flusher | Issuer::Daemon => self.pdflush_row,
         };
         self.rows[row].stats.errors += 1;
     }
@@ -1813,6 +2289,17 @@ impl Workload for Host {
                 self.flusher.kupdate_left = self.cache.dirty() as i64 + 1;
                 self.kick_flusher(io);
             }
+            TimerAction::JournalCommit(tid) => {
+                if let FsLayer::Ext3(j) = &mut self.fsl {
+                    j.timer(tid);
+                }
+                self.kjournald(io);
+            }
+            TimerAction::SegctorTimer(gen) => {
+                if self.nilfs_log().and_then(|l| l.timer) == Some(gen) {
+                    self.segctor_construct(true, io);
+                }
+            }
         }
         self.run_ready(io);
     }
@@ -1838,8 +2325,10 @@ impl Workload for Host {
 
 impl Part for Host {
     fn tasks(&self) -> Vec<TaskId> {
+        let daemon = (!matches!(self.fsl, FsLayer::Ext2)).then(|| self.daemon_task());
         std::iter::once(self.pdflush)
             .chain(self.procs.iter().map(|p| p.task))
+            .chain(daemon)
             .collect()
     }
 
@@ -1865,8 +2354,27 @@ impl Part for Host {
             ("host_pages_evicted", self.cache.stats.pages_evicted as f64),
             ("host_overcommits", self.cache.stats.overcommits as f64),
         ];
+        let mut fs_figures = Vec::new();
+        if let Some(j) = self.journal() {
+            let s = &j.stats;
+            fs_figures = vec![
+                ("ext3_commits", s.commits as f64),
+                ("ext3_commits_by_timer", s.by_timer as f64),
+                ("ext3_commits_by_fsync", s.by_fsync as f64),
+                ("ext3_commits_by_size", s.by_size as f64),
+                ("ext3_journal_blocks", s.log_blocks as f64),
+            ];
+        }
+        if let Some(l) = self.nilfs_log() {
+            let s = &l.stats;
+            fs_figures = vec![
+                ("nilfs2_logs", s.logs as f64),
+                ("nilfs2_checkpoints", s.checkpoints as f64),
+                ("nilfs2_log_blocks", s.blocks as f64),
+            ];
+        }
         let extra = &mut out[self.pdflush_row].extra;
-        for (k, v) in figures {
+        for (k, v) in figures.into_iter().chain(fs_figures) {
             if v != 0.0 {
                 extra.insert(k.to_string(), v);
             }

@@ -8,7 +8,9 @@
 //! - [`fs`]: an ext2-like file system placing files as extents in 128 MiB
 //!   block groups, with Orlov directory placement, in-line indirect blocks
 //!   and metadata that costs I/O; generators for Linux 2.4.19 source trees,
-//!   big files, copies and an application's start-up file set;
+//!   big files, copies and an application's start-up file set; its
+//!   [`fs::registry`] mounts ext2 (the default), ext3 ([`fs::ext3`], jbd's
+//!   journal) or nilfs2 ([`fs::nilfs2`], log-structured placement);
 //! - [`cache`]: the page cache (LRU over 32-page chunks, dirty and
 //!   writeback accounting);
 //! - [`readahead`]: 2.6.0's per-open-file readahead windows;

@@ -6,6 +6,7 @@
 //! below is a named constant that says where it comes from. A preset is a
 //! starting point: scenario files override single fields.
 
+use crate::fs::registry::FsType;
 use elevator_core::Duration;
 
 /// Bytes per page on i386 (`PAGE_SIZE`).
@@ -121,6 +122,8 @@ pub struct FsParams {
     /// Share of each group's data blocks pre-filled in small scattered runs
     /// before any file is placed (an aged file system); 0 for a fresh one.
     pub fragmentation: f64,
+    /// Which file system, with its mount options ([`crate::fs::registry`]).
+    pub fs_type: FsType,
 }
 
 impl Default for FsParams {
@@ -133,6 +136,7 @@ impl Default for FsParams {
             size: None,
             offset: 0,
             fragmentation: 0.0,
+            fs_type: FsType::Ext2,
         }
     }
 }
@@ -261,8 +265,9 @@ impl HostParams {
 
     /// The 2.6 host with what 2.6.32 changed that it models so far: the
     /// metadata reads flagged `READ_META` ([`HostParams::read_meta`]).
-    /// The rest of 2.6.32's host (ext3 and jbd, per-bdi flusher threads)
-    /// is not built: this is the 2.6.0 host otherwise.
+    /// ext3 with jbd and nilfs2 are file systems to choose
+    /// ([`FsParams::fs_type`]); per-bdi flusher threads are not built:
+    /// this is the 2.6.0 host otherwise.
     pub fn linux_2_6_32() -> Self {
         HostParams {
             preset: "linux-2.6.32".to_string(),

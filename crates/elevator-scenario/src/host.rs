@@ -37,6 +37,8 @@ pub(crate) struct RawHost {
     fragmentation: Option<S<f64>>,
     writeback_charge: Option<S<String>>,
     io_less_throttling: Option<bool>,
+    fs: Option<S<String>>,
+    mount: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -223,6 +225,26 @@ pub(crate) fn host_params(
             return Err(cx.at(s, "host.fs_size", "at least two block groups (256m)"));
         }
         params.fs.size = Some(size);
+    }
+    match (&h.fs, &h.mount) {
+        (Some(name), mount) => {
+            let options = mount.as_ref().map_or("", |m| m.get_ref().as_str());
+            params.fs.fs_type = elevator_host::fs::registry::mount(name.get_ref(), options)
+                .map_err(|e| match mount {
+                    Some(m) if elevator_host::fs::registry::lookup(name.get_ref()).is_some() => {
+                        cx.at(m, "host.mount", e)
+                    }
+                    _ => cx.at(name, "host.fs", e),
+                })?;
+        }
+        (None, Some(m)) => {
+            return Err(cx.at(
+                m,
+                "host.mount",
+                "mount options need the file system: add host.fs (ext2, ext3, nilfs2)",
+            ))
+        }
+        (None, None) => {}
     }
     if let Some(s) = &h.fs_offset {
         params.fs.offset = cx.sectors(s, "host.fs_offset")?;

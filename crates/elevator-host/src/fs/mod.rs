@@ -27,7 +27,10 @@
 //! file, directory, metadata area or preallocation window.
 
 pub mod alloc;
+pub mod ext3;
 pub mod gen;
+pub mod nilfs2;
+pub mod registry;
 
 use crate::params::{FsParams, INODE_SIZE};
 use elevator_core::{Prng, Sector, SECTOR_SIZE};
@@ -747,6 +750,115 @@ impl FileSystem {
                 }
             }
         }
+    }
+
+    /// ext3's journal: `blocks` blocks taken as one run from the first
+    /// free extent at or after the group holding the middle block, as
+    /// e2fsprogs' `write_journal_inode` sets its goal (lib/ext2fs/
+    /// mkjournal.c, 1.41). A group's data area is less than a group, so a
+    /// journal longer than one takes the following groups' free runs too;
+    /// returns the runs in journal order. Call before any file is placed.
+    pub fn reserve_journal(&mut self, blocks: u64) -> Vec<(u64, u64)> {
+        let mut runs = Vec::new();
+        let mut left = blocks;
+        let mut from = self.geo.group_start(self.geo.groups / 2);
+        while left > 0 {
+            let Some((s, l)) = self
+                .free
+                .range(from..)
+                .next()
+                .or_else(|| self.free.iter().next())
+                .map(|(&s, &l)| (s, l))
+            else {
+                break;
+            };
+            let k = l.min(left);
+            self.take(s, k);
+            runs.push((s, k));
+            left -= k;
+            from = s + k;
+        }
+        runs
+    }
+
+    /// nilfs2: file blocks `[first, first + count)` of `f` now lie at disk
+    /// blocks `[disk, disk + count)` (a log wrote them there). The blocks
+    /// must be allocated; the old places are not returned to the free map
+    /// (under nilfs2 the allocator hands out virtual block numbers).
+    pub fn relocate(&mut self, f: FileId, first: u64, count: u64, disk: u64) {
+        assert!(f != FileId::BDEV, "the block device is not relocated");
+        let end = first + count;
+        let inode = &mut self.inodes[f.0 as usize];
+        assert!(end <= inode.nblocks(), "relocating unallocated blocks");
+        let mut out: Vec<Extent> = Vec::with_capacity(inode.extents.len() + 2);
+        let mut push = |e: Extent| {
+            if let Some(last) = out.last_mut() {
+                if last.disk_block + last.len == e.disk_block {
+                    last.len += e.len;
+                    return;
+                }
+            }
+            out.push(e);
+        };
+        let mut placed = false;
+        for e in &inode.extents {
+            let (lo, hi) = (e.file_block, e.file_block + e.len);
+            if hi <= first || lo >= end {
+                if lo >= end && !placed {
+                    placed = true;
+                    push(Extent {
+                        file_block: first,
+                        disk_block: disk,
+                        len: count,
+                    });
+                }
+                push(*e);
+                continue;
+            }
+            if lo < first {
+                push(Extent {
+                    len: first - lo,
+                    ..*e
+                });
+            }
+            if !placed {
+                placed = true;
+                push(Extent {
+                    file_block: first,
+                    disk_block: disk,
+                    len: count,
+                });
+            }
+            if hi > end {
+                push(Extent {
+                    file_block: end,
+                    disk_block: e.disk_block + (end - lo),
+                    len: hi - end,
+                });
+            }
+        }
+        if !placed {
+            push(Extent {
+                file_block: first,
+                disk_block: disk,
+                len: count,
+            });
+        }
+        inode.extents = out;
+    }
+
+    /// The highest block in use plus one (where a log may start).
+    pub fn used_end(&self) -> u64 {
+        let mut end = self.geo.data_start(0);
+        for i in self.inodes.iter().skip(1) {
+            for e in &i.extents {
+                end = end.max(e.disk_block + e.len);
+            }
+            for &m in &i.meta {
+                end = end.max(m + 1);
+            }
+        }
+        end
     }
 
     /// Check the free map against the group counters (tests).

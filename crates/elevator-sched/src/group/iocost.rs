@@ -54,8 +54,10 @@
 //! surplus; the effect (a light group's unused share goes to the busy
 //! ones) is the same.
 //!
-//! Invariants: every inserted request is held here or handed to the inner
-//! policy exactly once; a group's vtime never passes device vtime (a
+//! Invariants: every inserted request is held here (waiting for budget, or
+//! let through and ready for the next dispatch) or handed to the inner
+//! policy exactly once; only the request being inserted and, in
+//! `dispatch`, the ready ones are handed over; a group's vtime never passes device vtime (a
 //! request is charged only when its cost fits under it); `inuse <= active`
 //! and each parent's child sums equal its active children's weights.
 
@@ -164,6 +166,12 @@ pub struct IoCost {
     busy_level: i32,
     groups: Vec<Iocg>,
     held: usize,
+    /// Waiters let through outside `dispatch` (by the period timer caught
+    /// up in `insert`, or a completion), handed to the inner policy at the
+    /// next `dispatch`: a request handed over during another's insert
+    /// could merge there and free a slot the engine would charge to the
+    /// inserted request's direction.
+    ready: VecDeque<Request>,
     released: FxHashMap<RequestId, Released>,
     nr_met: [u64; 2],
     nr_missed: [u64; 2],
@@ -241,6 +249,7 @@ impl IoCost {
             busy_level: 0,
             groups,
             held: 0,
+            ready: VecDeque::new(),
             released: FxHashMap::default(),
             nr_met: [0; 2],
             nr_missed: [0; 2],
@@ -290,24 +299,27 @@ impl IoCost {
         self.period_at + Duration::from_micros(self.period_us)
     }
 
-    /// `current_hweight`: (hweight_active, hweight_inuse) in 1/2^16.
+    /// `current_hweight`: (hweight_active, hweight_inuse) in 1/2^16,
+    /// multiplied from the root down as the kernel does (each level's
+    /// division truncates).
     fn current_hweight(&self, g: usize) -> (u64, u64) {
-        let mut path = Vec::with_capacity(self.groups[g].level as usize + 1);
-        let mut x = Some(g);
-        while let Some(i) = x {
-            path.push(i);
-            x = self.groups[i].parent;
-        }
-        let (mut hwa, mut hwi) = (HWEIGHT_WHOLE, HWEIGHT_WHOLE);
-        for w in path.windows(2).rev() {
-            let (child, parent) = (&self.groups[w[0]], &self.groups[w[1]]);
-            if parent.child_active_sum == 0 || parent.child_inuse_sum == 0 {
-                continue;
-            }
-            hwa = hwa * child.active / parent.child_active_sum.max(child.active);
-            hwi = hwi * child.inuse / parent.child_inuse_sum.max(child.inuse);
-        }
+        let (hwa, hwi) = self.hweight_above(g);
         (hwa.max(1), hwi.max(1))
+    }
+
+    fn hweight_above(&self, g: usize) -> (u64, u64) {
+        let Some(p) = self.groups[g].parent else {
+            return (HWEIGHT_WHOLE, HWEIGHT_WHOLE);
+        };
+        let (hwa, hwi) = self.hweight_above(p);
+        let (child, parent) = (&self.groups[g], &self.groups[p]);
+        if parent.child_active_sum == 0 || parent.child_inuse_sum == 0 {
+            return (hwa, hwi);
+        }
+        (
+            hwa * child.active / parent.child_active_sum.max(child.active),
+            hwi * child.inuse / parent.child_inuse_sum.max(child.inuse),
+        )
     }
 
     /// `__propagate_weights`: set `g`'s active and inuse weights and update
@@ -402,7 +414,16 @@ impl IoCost {
         u64::try_from(c.div_ceil(u128::from(hw_inuse))).unwrap_or(u64::MAX)
     }
 
-    fn release(&mut self, r: Request, group: Option<usize>, cost: u64, now: Instant) {
+    /// Hand `r` to the inner policy. Its arrival becomes `now`: in the
+    /// kernel the request is allocated (`alloc_time_ns`) after iocost let
+    /// the bio through, so the elevator's FIFO deadlines start here.
+    fn release(&mut self, mut r: Request, group: Option<usize>, cost: u64, now: Instant) {
+        r.arrival = now;
+        self.note_release(&r, group, cost, now);
+        self.inner.insert(r, now);
+    }
+
+    fn note_release(&mut self, r: &Request, group: Option<usize>, cost: u64, now: Instant) {
         self.released.insert(
             r.id,
             Released {
@@ -411,7 +432,6 @@ impl IoCost {
                 cost,
             },
         );
-        self.inner.insert(r, now);
     }
 
     /// `iocg_kick_waitq`: let through the waiters whose cost fits in the
@@ -432,10 +452,12 @@ impl IoCost {
                 return Some(now + Duration::from_micros(us) + Duration(margin_ns / 4));
             }
             budget -= i128::from(cost);
-            let (r, _) = self.groups[g].waitq.pop_front().expect("front exists");
+            let (mut r, _) = self.groups[g].waitq.pop_front().expect("front exists");
             self.held -= 1;
             self.groups[g].vtime += cost;
-            self.release(r, Some(g), cost, now);
+            r.arrival = now;
+            self.note_release(&r, Some(g), cost, now);
+            self.ready.push_back(r);
         }
         None
     }
@@ -725,6 +747,9 @@ impl Scheduler for IoCost {
         }
         self.catch_up(now);
         let wake = self.next_wake(now);
+        while let Some(r) = self.ready.pop_front() {
+            self.inner.insert(r, now);
+        }
         match self.inner.dispatch(now) {
             Dispatch::Request(r) => {
                 if let Some(rel) = self.released.get(&r.id) {
@@ -789,7 +814,7 @@ impl Scheduler for IoCost {
     }
 
     fn queued(&self) -> usize {
-        self.inner.queued() + self.held
+        self.inner.queued() + self.held + self.ready.len()
     }
 
     fn task_exited(&mut self, task: TaskId, now: Instant) {
