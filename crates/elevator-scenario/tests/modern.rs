@@ -84,6 +84,89 @@ fn bfq_gives_a_random_reader_several_times_the_iops_against_a_buffered_writer() 
     }
 }
 
+/// The random reader against the buffered writer under bfq's two presets,
+/// with the reader's `prio` replaced (None keeps the scenario's).
+fn random_reader_vs_writer(device: &str, reader_prio: Option<&str>) -> Report {
+    let name = "modern-random-read-vs-buffered-write.toml";
+    let text = include_str!("../../../scenarios/modern-random-read-vs-buffered-write.toml");
+    let text = match reader_prio {
+        // The reader is the last job: its keys end the file.
+        Some(prio) => format!("{text}\nprio = \"{prio}\"\n"),
+        None => text.to_string(),
+    };
+    let scenario = Scenario::parse(name, &text).expect("valid");
+    let options = RunOptions {
+        device: Some(device.to_string()),
+        schedulers: Some(
+            ["noop", "mq-deadline", "bfq", "bfq-6.1"]
+                .map(str::to_string)
+                .to_vec(),
+        ),
+        ..RunOptions::default()
+    };
+    run(&scenario, &options, &mut |_| {}).expect("runs")
+}
+
+/// Plugging for a reader that needs it: a QD1 random reader at ionice
+/// best-effort 0 (weight 80 against the writeback's 40) makes the scenario
+/// asymmetric, so bfq idles for it (4.12's rule and 6.1's alike;
+/// `bfq_asymmetric_scenario`), the device drains, and under 6.1 only one
+/// large write at a time is injected meanwhile
+/// (`bfq_choose_bfqq_for_injection`). Its p99 falls far below noop's and
+/// mq-deadline's, which leave it behind the device's full queue of writes.
+#[test]
+fn bfq_keeps_a_heavier_random_readers_p99_far_below_noop_and_mq_deadline() {
+    for device in DEVICES {
+        let report = random_reader_vs_writer(device, Some("be/0"));
+        let p99 = |p: &str| job(policy(&report, p), "reader").lat_p99_ms;
+        for r in &report.runs {
+            let (reader, writer) = (job(r, "reader"), job(r, "writer"));
+            println!(
+                "{device} {:<12} reader p99 {:>6.2} ms, writer {:>7.1} MB/s",
+                r.scheduler, reader.lat_p99_ms, writer.mb_s
+            );
+        }
+        for bfq in ["bfq", "bfq-6.1"] {
+            for other in ["noop", "mq-deadline"] {
+                assert!(
+                    p99(bfq) * 5.0 < p99(other),
+                    "{device}: {bfq} p99 {} ms vs {other} {} ms",
+                    p99(bfq),
+                    p99(other)
+                );
+            }
+        }
+    }
+}
+
+/// What 6.1 does *not* change: at the default weight the reader and the
+/// writeback are symmetric, and once the reader's interactive raising
+/// ends (`max_service_from_wr`, 120000 sectors, about 2 s in) nothing
+/// plugs for a seeky queue on NCQ flash
+/// (`idling_needed_for_service_guarantees`), so its reads wait behind the
+/// writes the async tag share lets into the device, as under noop. The
+/// kernel-side figure of the issue (p99 3x below the others) came from a
+/// loop device; see the closing note of issue 17.
+#[test]
+fn bfq_61_at_the_default_weight_leaves_the_readers_p99_at_noops() {
+    for device in DEVICES {
+        let report = random_reader_vs_writer(device, None);
+        let reader = |p: &str| job(policy(&report, p), "reader");
+        for p in ["noop", "bfq", "bfq-6.1"] {
+            println!(
+                "{device} {p:<8} reader {:>7.0} IOPS, p99 {:>6.2} ms",
+                reader(p).iops,
+                reader(p).lat_p99_ms
+            );
+        }
+        // The raised first seconds still buy several times noop's IOPS...
+        assert!(reader("bfq-6.1").iops > 3.0 * reader("noop").iops);
+        // ... but the tail is noop's.
+        let ratio = reader("bfq-6.1").lat_p99_ms / reader("noop").lat_p99_ms;
+        assert!((0.7..1.3).contains(&ratio), "{device}: p99 ratio {ratio}");
+    }
+}
+
 #[test]
 fn kyber_keeps_the_readers_p99_near_read_lat_nsec_against_a_write_flood() {
     let report = run_builtin("kyber-read-latency-vs-write-flood", None);

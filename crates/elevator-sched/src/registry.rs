@@ -149,6 +149,7 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::cfq_2632::TYPE_BRUNELLE,
         policy::deadline_mc::TYPE,
         policy::bfq::TYPE,
+        policy::bfq::TYPE_61,
         policy::mq_deadline::TYPE,
         policy::kyber::TYPE,
         policy::mclock::TYPE,

@@ -6,12 +6,15 @@
 //! scheduling with fair bandwidth distribution" (IEEE ToC 2010) for the
 //! engine, Valente & Andreolini, "Improving application responsiveness
 //! with the BFQ disk I/O scheduler" (SYSTOR 2012) for weight raising.
-//! Two later additions are tunables, off by default: `limit_depth`
-//! (4.16's tag shares for async I/O and sync writes, applied here as caps
-//! on what the device holds) and `injection` (4.20/5.2: while idling for
-//! the in-service queue, send another queue's request if fewer than the
-//! inject limit, kept at its start value 1, are in the device). Waker
-//! detection and stable merging (5.10, 5.14) are left out.
+//! Later additions are tunables, off in `bfq` (the 4.12 model the 2016
+//! letter's tables were calibrated on) and on in the `bfq-6.1` preset:
+//! `limit_depth` (4.16's tag shares for async I/O and sync writes, applied
+//! here as caps on what the device holds), `injection` (4.20/5.2: while
+//! idling for the in-service queue, send other queues' requests while
+//! fewer than its learned inject limit are in the device), `waker`
+//! (5.4/5.14), `stable_merge` (5.13) and `rules = 601` (6.1's idling,
+//! symmetry and preemption rules, and the per-queue tag share); see
+//! [`modern`].
 //!
 //! Each task gets a sync queue; async writes share one queue per (group,
 //! class, level). A queue has a weight (`(8 - level) × 10` from its ioprio)
@@ -56,6 +59,7 @@
 //! at most for the other queues' budgets in proportion to the weights,
 //! plus one request's FIFO expiry.
 
+mod modern;
 mod peak;
 mod wf2q;
 
@@ -68,7 +72,7 @@ use elevator_core::{
     Duration, GroupId, GroupTree, Instant, IoClass, IoPrio, QueueLimits, Request, RequestId,
     Sector, TaskId, IOPRIO_LEVELS,
 };
-use peak::{rq_seeky, PeakRate, MIN_TT, RATE_SHIFT};
+use peak::{rq_seeky, PeakRate, MIN_TT, RATE_SHIFT, SECT_THR_NONROT};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 use wf2q::{Class, EntityId, Place, SchedId, Wf2q, ROOT};
@@ -108,16 +112,44 @@ pub const STRICT_GUARANTEES: i64 = 0;
 pub const LIMIT_DEPTH: i64 = 0;
 /// I/O injection while idling (`bfq_choose_bfqq_for_injection`, Linux
 /// 4.20 "block, bfq: inject other-queue I/O into seeky idle queues on NCQ
-/// flash", reworked in 5.2; versions from the kernel's history). Off by
-/// default for the same reason; 1 turns it on.
+/// flash", reworked in 5.2 with the learned `inject_limit`; versions from
+/// the kernel's history). Off by default for the same reason; 1 turns it
+/// on, with the limit learned as 5.2+ learns it ([`modern`]).
 pub const INJECTION: i64 = 0;
 
-pub const TYPE: SchedulerType = SchedulerType {
-    name: "bfq",
-    aliases: &["bfq-iosched", "bfq-mq"],
-    about: "budget fair queueing: B-WF2Q+ over per-task queues, weight raising (Linux 4.12+ BFQ)",
-    honours: &["ioprio", "weights", "groups"],
-    tunables: &[
+/// Which kernel's idling, symmetry and preemption rules to follow: 412
+/// for 4.12 – 4.19 (this model's calibration), 601 for 6.1
+/// (`idling_needed_for_service_guarantees` also plugs for a queue that is
+/// the only busy one, `bfq_asymmetric_scenario` exempts the lightest queue
+/// and counts groups only from two, a newly busy queue preempts one that
+/// would not idle, think time is short below `slice_idle / 2`, and
+/// `bfq_limit_depth` also trims a queue that holds more than its weight's
+/// share of the tags to depth 1, `bfqq_request_over_limit`).
+pub const RULES: i64 = 412;
+/// Waker/woken detection (`bfq_check_waker`): off here, on in `bfq-6.1`.
+/// Introduced in Linux 5.4 ("block, bfq: detect wakers and
+/// unconditionally inject their I/O"); the three detections within
+/// `128 × slice_idle` modelled here are Jan Kara's 5.14 rework ("bfq:
+/// Improve waker detection"), as 6.1 has it.
+pub const WAKER: i64 = 0;
+/// Stable merging of queues created close together
+/// (`bfq_do_or_sched_stable_merge`, `bfq_setup_stable_merge`): off here,
+/// on in `bfq-6.1`. Introduced in Linux 5.13 ("block, bfq: merge bursts
+/// of newly-created queues").
+pub const STABLE_MERGE: i64 = 0;
+
+/// Defaults that differ between the presets.
+struct Preset {
+    rules: i64,
+    limit_depth: i64,
+    injection: i64,
+    waker: i64,
+    stable_merge: i64,
+}
+
+/// The tunables with a preset's defaults.
+const fn tunables(p: Preset) -> [Tunable; 15] {
+    [
         Tunable {
             name: "slice_idle",
             default: SLICE_IDLE_MS,
@@ -180,18 +212,73 @@ pub const TYPE: SchedulerType = SchedulerType {
         },
         Tunable {
             name: "limit_depth",
-            default: LIMIT_DEPTH,
+            default: p.limit_depth,
             unit: "bool",
             about: "cap async I/O and sync writes in flight (bfq_limit_depth, 4.16+)",
         },
         Tunable {
             name: "injection",
-            default: INJECTION,
+            default: p.injection,
             unit: "bool",
             about: "serve other queues' I/O while idling for the in-service one (5.2+)",
         },
-    ],
+        Tunable {
+            name: "rules",
+            default: p.rules,
+            unit: "version",
+            about: "idling, symmetry and preemption rules of 4.12 (412) or 6.1 (601)",
+        },
+        Tunable {
+            name: "waker",
+            default: p.waker,
+            unit: "bool",
+            about: "detect waker queues and inject their I/O first (5.4, 5.14 form)",
+        },
+        Tunable {
+            name: "stable_merge",
+            default: p.stable_merge,
+            unit: "bool",
+            about: "merge sync queues created within 180 ms of each other (5.13+)",
+        },
+    ]
+}
+
+const TUNABLES: [Tunable; 15] = tunables(Preset {
+    rules: RULES,
+    limit_depth: LIMIT_DEPTH,
+    injection: INJECTION,
+    waker: WAKER,
+    stable_merge: STABLE_MERGE,
+});
+
+/// 6.1's defaults: every addition on, as the kernel has them.
+const TUNABLES_61: [Tunable; 15] = tunables(Preset {
+    rules: 601,
+    limit_depth: 1,
+    injection: 1,
+    waker: 1,
+    stable_merge: 1,
+});
+
+pub const TYPE: SchedulerType = SchedulerType {
+    name: "bfq",
+    aliases: &["bfq-iosched", "bfq-mq"],
+    about: "budget fair queueing: B-WF2Q+ over per-task queues, weight raising (Linux 4.12+ BFQ)",
+    honours: &["ioprio", "weights", "groups"],
+    tunables: &TUNABLES,
     build: |t, limits| Box::new(Bfq::from_tunables(t, limits)),
+};
+
+/// BFQ as Linux 6.1 runs it: the same policy with `limit_depth` (and the
+/// per-queue tag share), learned injection, waker detection, stable
+/// merging and 6.1's idling rules on.
+pub const TYPE_61: SchedulerType = SchedulerType {
+    name: "bfq-6.1",
+    aliases: &["bfq-61"],
+    about: "bfq with Linux 6.1's additions: tag limits, injection, wakers, stable merge",
+    honours: &["ioprio", "weights", "groups"],
+    tunables: &TUNABLES_61,
+    build: |t, limits| Box::new(Bfq::from_tunables(t, limits).named("bfq-6.1")),
 };
 
 // ---------------------------------------------------------------------------
@@ -265,13 +352,35 @@ const BLKDEV_DEFAULT_RQ: u32 = 128;
 /// queue busy, 3/16 and 6/16, leaving the rest for sync reads.
 const DEPTH_ASYNC: [(u32, u32); 2] = [(1, 1), (3, 4)];
 const DEPTH_SYNC_WRITE: [(u32, u32); 2] = [(3, 2), (6, 4)];
-/// On flash, a request this large is injected only into an empty device
-/// (`BFQQ_SECT_THR_NONROT`).
-const SECT_THR_NONROT: u32 = 24;
-/// Requests in the device beyond which nothing is injected. The kernel
-/// learns `inject_limit` per queue from measured service times
-/// (`bfq_update_inject_limit`), starting at 1; we keep the start value.
-const INJECT_LIMIT: u32 = 1;
+/// The inject limit is reset this long after it last fell (step 3 of
+/// `bfq_update_inject_limit`'s algorithm, in `bfq_add_request`).
+const INJECT_LIMIT_RESET: Duration = Duration::from_millis(1000);
+/// A total service time is sampled at most this often after the limit fell.
+const INJECT_SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
+/// A think-time change resets a limit not measured yet only after this
+/// long (`bfq_update_has_short_ttime`), unless the think time became long.
+const INJECT_TTIME_BARRIER: Duration = Duration::from_millis(100);
+/// Injection that inflates the in-service queue's total service time to
+/// 3/2 of its baseline lowers the limit (`bfq_update_inject_limit`).
+const INJECT_INFLATION: (u64, u32) = (3, 1);
+/// A waker's completion precedes the woken queue's arrival by less than
+/// this (`bfq_check_waker`, 4 ms).
+const WAKER_WINDOW: Duration = Duration::from_millis(4);
+/// Detections that confirm a waker (`bfq_check_waker`).
+const WAKER_DETECTIONS: u32 = 3;
+/// Detections must fall within this many `slice_idle`s of the first
+/// (`bfq_check_waker`: 128, so a waker is idled for at most 1/64 of wakes).
+const WAKER_SPAN_SLICES: u64 = 128;
+/// Queues created within this long of the last created one are stably
+/// merged with it (`bfq_burst_interval` in `bfq_do_or_sched_stable_merge`);
+/// beyond `bfq_activation_stable_merging` (600 ms) the chain restarts.
+const STABLE_MERGE_ACTIVATION: Duration = Duration::from_millis(600);
+/// A delayed stable merge is evaluated no earlier than this after the
+/// queue's creation or split (`bfq_late_stable_merging`).
+const LATE_STABLE_MERGING: Duration = Duration::from_millis(600);
+/// `bfqq_request_over_limit` scales the weights of higher classes by the
+/// number of levels (`IOPRIO_BE_NR`).
+const IOPRIO_BE_NR: u64 = 8;
 /// strict_guarantees raises slice_idle to at least 8 ms.
 const STRICT_MIN_SLICE_IDLE: Duration = Duration::from_millis(8);
 
@@ -369,6 +478,23 @@ struct Queue {
     // Counters it is part of.
     counted_weight: Option<u32>,
     counted_pending: bool,
+    // Injection (5.2): the limit on requests in the device while this
+    // queue idles, its baseline total service time (zero: not measured)
+    // and when the limit last fell.
+    inject_limit: u32,
+    last_serv_time: Duration,
+    decrease_time: Instant,
+    // Wakers (5.4, 5.14 form).
+    waker: Option<QueueIdx>,
+    tentative_waker: Option<QueueIdx>,
+    waker_detections: u32,
+    waker_detection_started: Instant,
+    /// The task that created this sync queue (the kernel's `bic`).
+    owner: Option<TaskId>,
+    // Stable merging (5.13).
+    creation_time: Instant,
+    stable_merge_with: Option<QueueIdx>,
+    stably_merged: bool,
 }
 
 impl Queue {
@@ -419,6 +545,8 @@ struct Group {
     pos_tree: BTreeMap<Sector, QueueIdx>,
     /// Queues busy or with requests in flight.
     pending: u32,
+    /// The sync queue created last here (`last_bfqq_created`).
+    last_created: Option<QueueIdx>,
 }
 
 /// Detection of bursts of queue creations.
@@ -444,6 +572,19 @@ pub struct Bfq {
     strict_guarantees: bool,
     limit_depth: bool,
     injection: bool,
+    /// 6.1's rules (`rules = 601`) rather than 4.12's.
+    rules_61: bool,
+    waker_detection: bool,
+    stable_merge: bool,
+    /// The registered name this instance was built under.
+    name: &'static str,
+    // The inject limit's measurement (`bfq_update_inject_limit`).
+    last_completed: Option<QueueIdx>,
+    last_completion: Option<Instant>,
+    wait_dispatch: bool,
+    waited_rq: Option<RequestId>,
+    rqs_injected: bool,
+    last_empty_occupied: Instant,
     /// blk-mq's `nr_requests` for this device.
     nr_requests: u32,
     /// Async requests, and sync writes, in the device.
@@ -493,6 +634,12 @@ pub struct Bfq {
 }
 
 impl Bfq {
+    /// The same policy under another registered name (a version preset).
+    pub fn named(mut self, name: &'static str) -> Self {
+        self.name = name;
+        self
+    }
+
     pub fn from_tunables(t: &Tunables, limits: &QueueLimits) -> Self {
         let ms = |name| Duration::from_millis(t.get(name) as u64);
         let mut slice_idle = ms("slice_idle");
@@ -520,6 +667,16 @@ impl Bfq {
             strict_guarantees,
             limit_depth: t.get("limit_depth") != 0,
             injection: t.get("injection") != 0,
+            rules_61: t.get("rules") >= 601,
+            waker_detection: t.get("waker") != 0,
+            stable_merge: t.get("stable_merge") != 0,
+            name: "bfq",
+            last_completed: None,
+            last_completion: None,
+            wait_dispatch: false,
+            waited_rq: None,
+            rqs_injected: false,
+            last_empty_occupied: Instant::ZERO,
             nr_requests: 2 * limits.queue_depth.clamp(1, BLKDEV_DEFAULT_RQ),
             async_in_driver: 0,
             sync_writes_in_driver: 0,
@@ -543,6 +700,7 @@ impl Bfq {
                 weight: GROUP_WEIGHT_DEFAULT,
                 pos_tree: BTreeMap::new(),
                 pending: 0,
+                last_created: None,
             }],
             group_of: FxHashMap::default(),
             saved: FxHashMap::default(),
@@ -602,6 +760,7 @@ impl Bfq {
                     weight,
                     pos_tree: BTreeMap::new(),
                     pending: 0,
+                    last_created: None,
                 });
                 self.group_of.insert(group, sd);
             }
@@ -755,6 +914,18 @@ impl Bfq {
             pos_key: None,
             counted_weight: None,
             counted_pending: false,
+            // Zeroed at allocation, as the kernel's.
+            inject_limit: 0,
+            last_serv_time: Duration::ZERO,
+            decrease_time: now,
+            waker: None,
+            tentative_waker: None,
+            waker_detections: 0,
+            waker_detection_started: now,
+            owner: None,
+            creation_time: now,
+            stable_merge_with: None,
+            stably_merged: false,
         };
         let q = if let Some(i) = self.free_queues.pop() {
             self.queues[i as usize] = Some(queue);
@@ -791,6 +962,7 @@ impl Bfq {
                 other.new_queue = None;
             }
         }
+        self.forget_queue(q);
         self.queues[q as usize] = None;
         self.free_queues.push(q);
     }
@@ -823,7 +995,7 @@ impl Bfq {
         if let Some(&q) = self.sync_of.get(&rq.task) {
             let qu = self.q(q);
             if qu.group == group {
-                if qu.coop && qu.split_coop {
+                if qu.coop && qu.split_coop && !qu.stably_merged {
                     return self.split(rq.task, q, rq, now);
                 }
                 return q;
@@ -832,10 +1004,15 @@ impl Bfq {
             self.release_task(rq.task, q);
         }
         let q = self.new_queue(group, rq.prio, true, now);
-        self.qm(q).tasks = 1;
+        let qu = self.qm(q);
+        qu.tasks = 1;
+        qu.owner = Some(rq.task);
         self.sync_of.insert(rq.task, q);
         if self.burst.size > 0 || self.total_busy() == 0 {
             self.handle_burst(q, now);
+        }
+        if self.stable_merge {
+            return self.stable_merge_on_creation(rq.task, q, now);
         }
         q
     }
@@ -861,14 +1038,18 @@ impl Bfq {
             qu.split_coop = false;
             return q;
         }
+        let waker = self.q(q).waker;
         self.release_task(task, q);
         let group = self.group_sched(rq.group);
         let n = self.new_queue(group, rq.prio, true, now);
+        // The split queue keeps the shared queue's waker (`bfq_init_rq`).
+        self.qm(n).waker = waker.filter(|&w| self.queues[w as usize].is_some());
         self.sync_of.insert(task, n);
         let saved = self.saved.remove(&task);
         let large_burst = self.burst.large;
         let qu = self.qm(n);
         qu.tasks = 1;
+        qu.owner = Some(task);
         qu.split_time = Some(now);
         qu.just_created = false;
         if let Some(s) = saved {
@@ -1010,9 +1191,18 @@ impl Bfq {
     /// lets the lightest queue skip idling; that leaves it only what
     /// preemption wins back, about two requests per slot of a heavier
     /// queue on NCQ flash, so the 4.x rule is kept.
-    fn asymmetric(&self, _q: QueueIdx) -> bool {
-        let varied_weights = self.weight_counts.len() >= 2;
+    fn asymmetric(&self, q: QueueIdx) -> bool {
         let classes = self.busy.iter().filter(|&&b| b > 0).count();
+        if self.rules_61 {
+            // 6.1: the lightest queue needs no idling to get its share,
+            // and one group with pending I/O alone is symmetric.
+            let counted = self.q(q).counted_weight;
+            let lightest =
+                counted.is_some() && self.weight_counts.keys().next() == counted.as_ref();
+            let varied_weights = !lightest && self.weight_counts.len() >= 2;
+            return varied_weights || classes >= 2 || self.groups_with_pending > 1;
+        }
+        let varied_weights = self.weight_counts.len() >= 2;
         varied_weights || classes >= 2 || self.groups_with_pending > 0
     }
 
@@ -1354,7 +1544,7 @@ impl Bfq {
         let deserves = self.low_latency
             && (qu.wr_coeff > 1
                 || (qu.sync
-                    && qu.tasks == 1
+                    && (qu.tasks == 1 || qu.stably_merged)
                     && qu.orig_weight == ioprio_to_weight(DEFAULT_IOPRIO_LEVEL)
                     && (interactive || soft_rt)));
         let wants_to_preempt = self.update_budget_for_activation(q, arrived_in_time);
@@ -1400,7 +1590,12 @@ impl Bfq {
         if let Some(s) = self.in_service {
             if s != q {
                 let (qu, su) = (self.q(q), self.q(s));
-                if (wants_to_preempt && qu.wr_coeff >= su.wr_coeff) || self.outranks(q, s) {
+                // 6.1 also preempts a queue that would not idle anyway.
+                let plugless = self.rules_61 && !self.better_to_idle(s);
+                if (wants_to_preempt && qu.wr_coeff >= su.wr_coeff)
+                    || self.outranks(q, s)
+                    || plugless
+                {
                     self.expire(s, false, Expiration::Preempted, now);
                 }
             }
@@ -1494,6 +1689,8 @@ impl Bfq {
         (qu.wr_coeff > 1
             && (self.wr_busy < self.total_busy() || self.rq_in_driver >= qu.dispatched + 4))
             || self.asymmetric(q)
+            // 6.1 keeps plugging for a queue that is the only busy one.
+            || (self.rules_61 && self.total_busy() == 1)
     }
 
     /// `bfq_better_to_idle`.
@@ -1574,6 +1771,10 @@ impl Bfq {
                 qu.softrt_update = true;
             }
         }
+        // No total service time to measure any longer.
+        self.rqs_injected = false;
+        self.wait_dispatch = false;
+        self.waited_rq = None;
         self.recalc_budget(q, reason);
 
         // __bfq_bfqq_expire.
@@ -1843,6 +2044,14 @@ impl Bfq {
 
     /// Find a queue that `q`'s task should share (`bfq_setup_cooperator`).
     fn setup_cooperator(&mut self, q: QueueIdx, sector: Sector) -> Option<QueueIdx> {
+        if self.stable_merge && self.q(q).sync {
+            if let Some(n) = self.q(q).new_queue {
+                return Some(n);
+            }
+            if let Some(n) = self.late_stable_merge(q, self.now) {
+                return Some(n);
+            }
+        }
         if self.nonrot_with_queueing || !self.q(q).sync || self.too_late_for_merging(q) {
             return None;
         }
@@ -1912,6 +2121,13 @@ impl Bfq {
         if io_bound {
             self.qm(n).io_bound = true;
         }
+        // q's waker may inject for the merged tasks too (`bfq_merge_bfqqs`).
+        let waker = self.q(q).waker;
+        let nu = self.qm(n);
+        if nu.waker.is_none() && waker.is_some() && waker != Some(n) {
+            nu.waker = waker;
+            nu.tentative_waker = None;
+        }
         self.qm(q).io_bound = false;
         if self.q(n).wr_coeff == 1 && wr.0 > 1 {
             self.set_wr(n, wr.0, wr.1);
@@ -1950,26 +2166,44 @@ impl Bfq {
         let cap = self.slice_idle.mul(2);
         let slice_idle = self.slice_idle;
         let rotational = self.rotational;
+        let (rules_61, injection) = (self.rules_61, self.injection);
         let qu = self.qm(q);
         let elapsed = qu.last_end_request.map_or(cap, |t| now.since(t).min(cap));
         qu.ttime.add(elapsed.nanos());
+        let mut reset_inject = false;
         if qu.sync
             && qu.class != Class::Idle
             && slice_idle > Duration::ZERO
             && passed(qu.split_time, WR_MIN_IDLE_TIME, now)
         {
-            qu.short_ttime =
-                !(qu.tasks == 0 || (qu.ttime.valid() && qu.ttime.mean() > slice_idle.nanos()));
+            // 6.1 compares the mean with half of slice_idle.
+            let threshold = slice_idle.nanos() >> u32::from(rules_61);
+            let short = !(qu.tasks == 0 || (qu.ttime.valid() && qu.ttime.mean() > threshold));
+            let changed = short != qu.short_ttime;
+            qu.short_ttime = short;
+            // A limit not measured yet follows the think time
+            // (`bfq_update_has_short_ttime`).
+            reset_inject = injection
+                && changed
+                && qu.last_serv_time == Duration::ZERO
+                && (now >= qu.decrease_time + INJECT_TTIME_BARRIER || !short);
         }
         let seeky = rq_seeky(rotational, qu.last_request_pos, rq.sector, rq.sectors);
         qu.seek_history = (qu.seek_history << 1) | u32::from(seeky);
         if qu.is_soft_rt() && qu.totally_seeky() {
             self.end_wr(q, now);
         }
+        if reset_inject {
+            self.reset_inject_limit(q, now);
+        }
     }
 
     /// Queue `rq` in `q` (`bfq_add_request` and `bfq_rq_enqueued`).
     fn add_request(&mut self, q: QueueIdx, rq: Request, now: Instant) {
+        let qu = self.q(q);
+        if qu.sync && qu.sorted.is_empty() && qu.dispatched == 0 {
+            self.first_request(q, now);
+        }
         let old_wr = self.q(q).wr_coeff;
         let (id, sync, sectors, end) = (rq.id, rq.sync, rq.sectors, rq.end());
         let deadline = now + self.fifo_expire[usize::from(sync)];
@@ -2069,6 +2303,10 @@ impl Bfq {
         if self.in_service == Some(q) {
             self.in_serv_last_pos = self.peak.last_position;
         }
+        if self.in_service == Some(q) && self.wait_dispatch {
+            self.wait_dispatch = false;
+            self.waited_rq = Some(id);
+        }
         let rq = self.remove_request(q, id, now);
         self.update_counters(q);
         if self.in_service == Some(q) {
@@ -2121,16 +2359,21 @@ impl Bfq {
         self.nonrot_with_queueing = !self.rotational && tag;
     }
 
-    /// Whether `bfq_limit_depth` lets request `id` into the device: sync
-    /// reads always; async I/O and sync writes while fewer than their share
-    /// of the tags are in the device. The kernel limits tag allocation, at
-    /// arrival, with the share in force then; the engine's request slots
-    /// stand for the tags here, so the share caps what the device holds
-    /// (where it bites), and a request that arrived while a raised queue
-    /// was busy keeps the raised share (`shallow`).
-    fn depth_allows(&self, id: RequestId, sync: bool, is_read: bool) -> bool {
-        if !self.limit_depth || (sync && is_read) {
+    /// Whether `bfq_limit_depth` lets request `id` of `q` into the device:
+    /// sync reads always; async I/O and sync writes while fewer than their
+    /// share of the tags are in the device. The kernel limits tag
+    /// allocation, at arrival, with the share in force then; the engine's
+    /// request slots stand for the tags here, so the share caps what the
+    /// device holds (where it bites), and a request that arrived while a
+    /// raised queue was busy keeps the raised share (`shallow`). Under 6.1's
+    /// rules a queue is also held to its weight's share of that depth
+    /// (`bfqq_request_over_limit`, in [`modern`]).
+    fn depth_allows(&self, q: QueueIdx, id: RequestId, sync: bool, is_read: bool) -> bool {
+        if !self.limit_depth {
             return true;
+        }
+        if sync && is_read {
+            return !self.rules_61 || !self.over_share(q, self.nr_requests);
         }
         let raised = usize::from(self.wr_busy > 0 || self.shallow.contains(&id));
         let ((num, shift), in_driver) = if sync {
@@ -2138,42 +2381,15 @@ impl Bfq {
         } else {
             (DEPTH_ASYNC[raised], self.async_in_driver)
         };
-        in_driver < ((self.nr_requests * num) >> shift).max(1)
+        let depth = ((self.nr_requests * num) >> shift).max(1);
+        in_driver < depth && !(self.rules_61 && self.over_share(q, depth))
     }
 
     fn next_rq_allowed(&self, q: QueueIdx) -> bool {
         let qu = self.q(q);
         let id = qu.next_rq.expect("a next request");
         let r = qu.sorted.get(id).expect("queued");
-        self.depth_allows(id, r.sync, r.is_read())
-    }
-
-    /// While idling for the in-service queue `s`: a queue whose next request
-    /// may go to the device meanwhile (`bfq_choose_bfqq_for_injection`), if
-    /// `s` allows injection (`bfq_select_queue`'s condition) and fewer than
-    /// the inject limit are in the device.
-    fn choose_for_injection(&self, s: QueueIdx) -> Option<QueueIdx> {
-        let su = self.q(s);
-        if !self.injection
-            || self.idling_boosts_throughput(s)
-            || !(su.wr_coeff == 1 || self.wr_busy > 1 || !su.short_ttime)
-            || self.rq_in_driver >= INJECT_LIMIT
-        {
-            return None;
-        }
-        let always = su.wr_coeff == 1 || !su.short_ttime;
-        self.queues.iter().enumerate().find_map(|(i, qu)| {
-            let qu = qu.as_ref()?;
-            let q = i as QueueIdx;
-            let id = qu.next_rq?;
-            if q == s || !qu.busy || !(always || qu.wr_coeff > 1) {
-                return None;
-            }
-            let r = qu.sorted.get(id)?;
-            let fits = self.charge(q, r.sectors) as i64 <= qu.budget_left(&self.wf);
-            let large = !self.rotational && r.sectors >= SECT_THR_NONROT && self.rq_in_driver >= 1;
-            (fits && !large && self.depth_allows(id, r.sync, r.is_read())).then_some(q)
-        })
+        self.depth_allows(q, id, r.sync, r.is_read())
     }
 
     fn wait_for_completion(&self, now: Instant) -> Dispatch {
@@ -2185,7 +2401,7 @@ impl Bfq {
 
 impl Scheduler for Bfq {
     fn name(&self) -> &'static str {
-        "bfq"
+        self.name
     }
 
     fn set_groups(&mut self, groups: &GroupTree) {
@@ -2243,7 +2459,7 @@ impl Scheduler for Bfq {
             Some(q) => Dispatch::Request(self.dispatch_from(q, now)),
             None => match self.in_service {
                 Some(s) => {
-                    if let Some(q) = self.choose_for_injection(s) {
+                    if let Some(q) = self.choose_for_injection(s, now) {
                         return Dispatch::Request(self.dispatch_from(q, now));
                     }
                     if self.q(s).wait_request {
@@ -2266,6 +2482,9 @@ impl Scheduler for Bfq {
             return;
         };
         self.update_hw_tag();
+        if self.waited_rq == Some(request.id) {
+            self.update_inject_limit(q, now);
+        }
         self.rq_in_driver -= 1;
         if !request.sync {
             self.async_in_driver -= 1;
@@ -2278,7 +2497,11 @@ impl Scheduler for Bfq {
             qu.budget_timeout = Some(now);
         }
         qu.last_end_request = Some(now);
+        let coop = qu.coop;
         self.update_counters(q);
+        // Shared queues make false wakers (`bfq_completed_request`).
+        self.last_completed = (!coop).then_some(q);
+        self.last_completion = Some(now);
         if self.peak.completed(now) {
             self.update_max_budget();
         }

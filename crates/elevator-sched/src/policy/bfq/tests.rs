@@ -718,3 +718,144 @@ fn limit_depth_caps_async_writes_in_the_device() {
     assert_eq!(in_device(1), 128);
     assert!(in_device(0) > 128, "{}", in_device(0));
 }
+
+/// Insert `rq` at `now` and dispatch until it goes to the device, waiting
+/// out any idling; returns the time it was dispatched.
+fn serve(bfq: &mut Bfq, rq: Request, mut now: Instant) -> (Request, Instant) {
+    let id = rq.id;
+    bfq.insert(rq, now);
+    loop {
+        match bfq.dispatch(now) {
+            Dispatch::Request(r) if r.id == id => return (r, now),
+            Dispatch::Request(r) => panic!("unexpected {:?}", r.id),
+            Dispatch::Wait { until } => now = until,
+            Dispatch::Empty => panic!("request {id:?} not dispatched"),
+        }
+    }
+}
+
+fn flash_limits() -> QueueLimits {
+    Disk::ssd().limits
+}
+
+/// Task 1 reads; task 2, which thinks for 20 ms between its reads, reads
+/// `gap` after each of task 1's completions, `rounds` times. Returns the
+/// waker found for task 2's queue, if any.
+fn waker_after(t: &Tunables, gap: Duration, rounds: u64) -> Option<TaskId> {
+    let mut bfq = Bfq::from_tunables(t, &flash_limits());
+    let mut now = Instant::ZERO;
+    let mut id = 0;
+    for i in 0..rounds {
+        id += 1;
+        let (a, sent) = serve(&mut bfq, Request::read(id, 1, i * 4096, 8), now);
+        let done = sent + Duration(100_000);
+        bfq.complete(&a, done);
+        id += 1;
+        let (b, sent) = serve(
+            &mut bfq,
+            Request::read(id, 2, (1 << 24) + i * 4096, 8),
+            done + gap,
+        );
+        bfq.complete(&b, sent + Duration(100_000));
+        now = sent + ms(20);
+    }
+    let q = bfq.sync_of[&TaskId(2)];
+    let w = bfq.q(q).waker?;
+    bfq.sync_of.iter().find(|(_, &x)| x == w).map(|(&t, _)| t)
+}
+
+/// Waker detection (5.4; `bfq_check_waker` in its 5.14 form): a queue
+/// with a long think time that three times in a row gets its first
+/// request less than 4 ms after another queue's completion has found its
+/// waker; 5 ms after is no wake-up, and bfq without the preset never looks.
+#[test]
+fn a_queue_woken_three_times_within_4_ms_has_found_its_waker() {
+    // Stable merging would put two tasks starting together in one queue.
+    let v61 = TYPE_61.tunables([("stable_merge", 0)]).unwrap();
+    assert_eq!(waker_after(&v61, ms(1), 8), Some(TaskId(1)));
+    assert_eq!(waker_after(&v61, ms(5), 8), None);
+    let v412 = TYPE.tunables(std::iter::empty()).unwrap();
+    assert_eq!(waker_after(&v412, ms(1), 8), None);
+}
+
+/// Stable merging (5.13): on NCQ flash a sync queue created within
+/// 180 ms of the last one created in its group is merged with it at once;
+/// one created later is not. On a disk without NCQ the merge waits 600 ms
+/// and then happens only if idling would not boost the queue's throughput
+/// (seeky readers: merged).
+#[test]
+fn queues_created_close_together_are_stably_merged() {
+    let v61 = TYPE_61.tunables(std::iter::empty()).unwrap();
+    let mut bfq = Bfq::from_tunables(&v61, &flash_limits());
+    let mut id = 0;
+    let mut read = |bfq: &mut Bfq, task: u32, t: Duration| {
+        id += 1;
+        let (r, sent) = serve(
+            bfq,
+            Request::read(id, task, u64::from(task) << 22, 8),
+            at(t),
+        );
+        bfq.complete(&r, sent + Duration(100_000));
+    };
+    read(&mut bfq, 1, ms(0));
+    read(&mut bfq, 2, ms(50));
+    read(&mut bfq, 3, ms(300));
+    assert_eq!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)]);
+    assert!(bfq.q(bfq.sync_of[&TaskId(1)]).stably_merged);
+    assert_ne!(bfq.sync_of[&TaskId(3)], bfq.sync_of[&TaskId(1)]);
+
+    // bfq without the preset keeps them apart.
+    let v412 = TYPE.tunables(std::iter::empty()).unwrap();
+    let mut bfq = Bfq::from_tunables(&v412, &flash_limits());
+    read(&mut bfq, 1, ms(0));
+    read(&mut bfq, 2, ms(50));
+    assert_ne!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)]);
+
+    // Without NCQ: scheduled, then done on a request 600 ms on.
+    let mut bfq = Bfq::from_tunables(&v61, &Disk::hdd().limits);
+    let mut t = ms(0);
+    for _ in 0..80 {
+        // Seeky readers: far apart each time.
+        read(&mut bfq, 1, t);
+        read(&mut bfq, 2, t + ms(1));
+        t += ms(10);
+    }
+    assert!(t > ms(LATE_STABLE_MERGING.nanos() / 1_000_000));
+    assert_eq!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)]);
+}
+
+/// The inject limit (5.2, `bfq_update_inject_limit`): the first total
+/// service time measured with the device empty is the baseline and lets
+/// injection start (limit 1); a later one measured after injection rises
+/// the limit while under 3/2 of the baseline and lowers it at or above.
+#[test]
+fn the_inject_limit_follows_the_inflation_of_total_service_times() {
+    let v61 = TYPE_61.tunables(std::iter::empty()).unwrap();
+    let mut bfq = Bfq::from_tunables(&v61, &flash_limits());
+    let (r, sent) = serve(&mut bfq, Request::read(1, 1, 0, 8), Instant::ZERO);
+    let q = bfq.sync_of[&TaskId(1)];
+    bfq.max_rq_in_driver = 8;
+    // Baseline: 100 us with nothing else in the device.
+    bfq.last_empty_occupied = sent;
+    bfq.update_inject_limit(q, sent + Duration(100_000));
+    assert_eq!(bfq.q(q).last_serv_time, Duration(100_000));
+    assert_eq!(bfq.q(q).inject_limit, 1);
+    // After injection: 140 us < 150 us raises the limit...
+    let measure = |bfq: &mut Bfq, took: u64| {
+        bfq.rqs_injected = true;
+        bfq.rq_in_driver = 2;
+        bfq.last_empty_occupied = sent;
+        bfq.update_inject_limit(q, sent + Duration(took));
+        bfq.rq_in_driver = 1;
+        bfq.q(q).inject_limit
+    };
+    assert_eq!(measure(&mut bfq, 140_000), 2);
+    assert_eq!(measure(&mut bfq, 140_000), 3);
+    // ... 150 us and more lowers it, and remembers when.
+    assert_eq!(measure(&mut bfq, 150_000), 2);
+    assert_eq!(bfq.q(q).decrease_time, sent + Duration(150_000));
+    // A faster sample becomes the new baseline.
+    measure(&mut bfq, 80_000);
+    assert_eq!(bfq.q(q).last_serv_time, Duration(80_000));
+    bfq.complete(&r, sent + Duration(200_000));
+}
