@@ -41,6 +41,11 @@ pub trait Backend: std::fmt::Debug {
     fn wait(&mut self, out: &mut Vec<(u64, i32)>) -> io::Result<()>;
     /// Operations pushed and not yet handed back.
     fn in_flight(&self) -> usize;
+    /// Hand what was pushed to the device now rather than at the next
+    /// wait (no-op where pushing already does).
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
     /// Make `wait` also return whenever `fd` (an eventfd) is written: how
     /// client threads wake an engine that sleeps in the kernel.
     fn doorbell(&mut self, fd: RawFd) -> io::Result<()> {
@@ -113,7 +118,18 @@ impl Uring {
     /// A ring of `entries` submission slots over `file` (opened by the
     /// caller, with O_DIRECT or without).
     pub fn new(file: File, entries: u32) -> io::Result<Self> {
-        let ring = IoUring::new(entries.next_power_of_two().max(8))?;
+        let entries = entries.next_power_of_two().max(8);
+        // COOP_TASKRUN (Linux 5.19): completions do not interrupt this
+        // thread while it runs; they wait for its next io_uring_enter. With
+        // one submission per request (see `Runtime::run`), the interrupts
+        // otherwise cost more than they save: 160 k against 325 k IOPS at
+        // QD32 on a loop device. Older kernels refuse the flag and get a
+        // plain ring.
+        let ring = match IoUring::builder().setup_coop_taskrun().build(entries) {
+            Ok(ring) => ring,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries)?,
+            Err(e) => return Err(e),
+        };
         Ok(Uring {
             ring,
             file,
@@ -244,6 +260,14 @@ impl Backend for Uring {
         self.busy.len()
     }
 
+    fn flush(&mut self) -> io::Result<()> {
+        if self.unsubmitted > 0 {
+            self.ring.submit()?;
+            self.unsubmitted = 0;
+        }
+        Ok(())
+    }
+
     fn doorbell(&mut self, fd: RawFd) -> io::Result<()> {
         if self.doorbell.is_some() {
             return Err(io::Error::other("a doorbell is already set"));
@@ -366,6 +390,10 @@ impl<B: Backend> Backend for Faulty<B> {
 
     fn in_flight(&self) -> usize {
         self.inner.in_flight()
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
     }
 
     fn doorbell(&mut self, fd: RawFd) -> io::Result<()> {

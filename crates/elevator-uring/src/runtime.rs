@@ -534,6 +534,14 @@ impl<B: Backend> Runtime<B> {
                         workload.request_done(io)
                     });
                 }
+                // What this completion let the workload submit goes to the
+                // device now, not after the whole batch: the device is fed
+                // one request at a time as fio feeds it (its default
+                // iodepth_batch of 1), instead of idling while the batch is
+                // processed (about 20 % more IOPS at QD32 on a loop device).
+                // A policy's wait is armed by the next `poll`.
+                self.dispatch(d.completed).map_err(RunError::Engine)?;
+                self.backend.flush().map_err(RunError::Engine)?;
             }
         }
         Ok(self.clock.now())
