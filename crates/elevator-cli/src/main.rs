@@ -179,7 +179,7 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ReproduceFormat::Table)]
         format: ReproduceFormat,
     },
-    /// List policies, device profiles and built-in scenarios, one per line.
+    /// List policies, group layers, devices, host programs, file systems and built-in scenarios.
     List {
         /// Also print each policy's tunables (kernel name, default, unit, meaning) and
         /// the block layer's settings, as `--set` takes them.
