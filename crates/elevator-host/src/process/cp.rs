@@ -196,14 +196,7 @@ pub const TYPE: ProgramType = ProgramType {
             },
             default: registry::Default::Required,
         },
-        Key {
-            name: "dir",
-            ty: KeyType::Files {
-                kinds: &[SetKind::Dir],
-                share: Share::Any,
-            },
-            default: registry::Default::Absent,
-        },
+        registry::DIR,
         registry::BS,
         Key {
             name: "sync",

@@ -125,6 +125,17 @@ pub const BS: Key = Key {
     default: Default::Size(super::BUFFER_2003),
 };
 
+/// Where a program puts the files it creates: a `[[files]]` directory
+/// set, the file system's root when left out.
+pub const DIR: Key = Key {
+    name: "dir",
+    ty: KeyType::Files {
+        kinds: &[SetKind::Dir],
+        share: Share::Any,
+    },
+    default: Default::Absent,
+};
+
 /// A program kind.
 pub struct ProgramType {
     /// The name `[[process]] kind` gives.

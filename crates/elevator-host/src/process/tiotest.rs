@@ -305,7 +305,7 @@ impl Program for TiotestThread {
     }
 }
 
-use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType};
 
 /// tiotest's defaults (tiotest.c of tiobench 0.3.3: `DEFAULT_THREADS 4`,
 /// `DEFAULT_FILESIZE 10` MB, `DEFAULT_RANDOM_OPS 1000`).
@@ -320,14 +320,7 @@ pub const TYPE: ProgramType = ProgramType {
     name: "tiotest",
     about: "tiotest: write, random write, read, random read by N threads; prints its tables",
     keys: &[
-        Key {
-            name: "dir",
-            ty: KeyType::Files {
-                kinds: &[SetKind::Dir],
-                share: Share::Any,
-            },
-            default: registry::Default::Absent,
-        },
+        registry::DIR,
         Key {
             name: "threads",
             ty: KeyType::Int { min: 1, max: 1024 },

@@ -86,7 +86,7 @@ impl Program for WriteAndFsync {
     }
 }
 
-use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType};
 
 /// `kind = "write-and-fsync"`: `dir` (where the new file goes, default the
 /// root), `size` and `sync` (fsync at the end, default yes).
@@ -94,14 +94,7 @@ pub const TYPE: ProgramType = ProgramType {
     name: "write-and-fsync",
     about: "Morton's write-and-fsync: write a new file of SIZE, then fsync",
     keys: &[
-        Key {
-            name: "dir",
-            ty: KeyType::Files {
-                kinds: &[SetKind::Dir],
-                share: Share::Any,
-            },
-            default: registry::Default::Absent,
-        },
+        registry::DIR,
         Key {
             name: "size",
             ty: KeyType::Size {
