@@ -596,7 +596,8 @@ fn grid_variants(policies: &[String], grid: &[String]) -> Result<Vec<Variant>> {
             )
         };
         let (key, values) = g.split_once('=').ok_or_else(bad)?;
-        let (policy, tunable) = key.split_once('.').ok_or_else(bad)?;
+        // Policy names may hold dots (cfq-2.6.32), tunable names never do.
+        let (policy, tunable) = key.rsplit_once('.').ok_or_else(bad)?;
         let t = elevator_sched::find(policy.trim())
             .ok_or_else(|| anyhow!("--grid {g:?}: unknown scheduler {policy:?}"))?;
         let values: Vec<i64> = values
@@ -834,7 +835,8 @@ fn load(name: &str) -> Result<Scenario> {
 fn parse_set(s: &str) -> Result<(String, String, i64)> {
     let bad = || anyhow!("--set {s:?}: expected POLICY.TUNABLE=VALUE, e.g. deadline.fifo_batch=8");
     let (key, value) = s.split_once('=').ok_or_else(bad)?;
-    let (policy, tunable) = key.split_once('.').ok_or_else(bad)?;
+    // Policy names may hold dots (cfq-2.6.32), tunable names never do.
+    let (policy, tunable) = key.rsplit_once('.').ok_or_else(bad)?;
     let value: i64 = value.trim().parse().map_err(|_| bad())?;
     if policy.trim() == "block" {
         let mut probe = elevator_sim::EngineConfig::default();

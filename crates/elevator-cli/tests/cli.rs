@@ -389,3 +389,21 @@ fn run_and_reproduce_write_report_pages_with_their_charts() {
         assert!(!html.contains("NaN"), "NaN on a page");
     }
 }
+
+#[test]
+fn set_reaches_policies_whose_names_hold_dots() {
+    // The tunable is what follows the last dot: cfq-2.6.32.slice_idle.
+    let (code, out, err) = elevator(&[
+        "run",
+        "ten-streaming-readers",
+        "--sched",
+        "cfq-2.6.32",
+        "--set",
+        "cfq-2.6.32.slice_idle=0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("slice_idle=0"), "{out}");
+    let (code, _, err) = elevator(&["run", "ten-streaming-readers", "--set", "slice_idle=0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("expected POLICY.TUNABLE=VALUE"), "{err}");
+}
