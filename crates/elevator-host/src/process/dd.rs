@@ -74,14 +74,7 @@ pub const TYPE: ProgramType = ProgramType {
             default: registry::Default::Required,
         },
         registry::BS,
-        Key {
-            name: "size",
-            ty: KeyType::Size {
-                min: 1,
-                max: u64::MAX,
-            },
-            default: registry::Default::Required,
-        },
+        registry::bytes("size", registry::Default::Required),
     ],
     period: None,
     tasks: registry::one_task,

@@ -158,14 +158,7 @@ pub const TYPE: ProgramType = ProgramType {
             },
             default: registry::Default::Required,
         },
-        Key {
-            name: "size",
-            ty: KeyType::Size {
-                min: 1,
-                max: u64::MAX,
-            },
-            default: registry::Default::Size(SIZE),
-        },
+        registry::bytes("size", registry::Default::Size(SIZE)),
         Key {
             name: "interval",
             ty: KeyType::Time,

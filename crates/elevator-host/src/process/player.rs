@@ -120,14 +120,7 @@ pub const TYPE: ProgramType = ProgramType {
             },
             default: registry::Default::Required,
         },
-        Key {
-            name: "frame",
-            ty: KeyType::Size {
-                min: 1,
-                max: u64::MAX,
-            },
-            default: registry::Default::Size(FRAME),
-        },
+        registry::bytes("frame", registry::Default::Size(FRAME)),
         Key {
             name: "period",
             ty: KeyType::Time,

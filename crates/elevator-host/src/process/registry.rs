@@ -125,6 +125,19 @@ pub const BS: Key = Key {
     default: Default::Size(super::BUFFER_2003),
 };
 
+/// A byte count of at least one byte (`size`, `frame`), written with
+/// units.
+pub const fn bytes(name: &'static str, default: Default) -> Key {
+    Key {
+        name,
+        ty: KeyType::Size {
+            min: 1,
+            max: u64::MAX,
+        },
+        default,
+    }
+}
+
 /// Where a program puts the files it creates: a `[[files]]` directory
 /// set, the file system's root when left out.
 pub const DIR: Key = Key {

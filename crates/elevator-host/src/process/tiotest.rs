@@ -326,14 +326,7 @@ pub const TYPE: ProgramType = ProgramType {
             ty: KeyType::Int { min: 1, max: 1024 },
             default: registry::Default::Int(THREADS),
         },
-        Key {
-            name: "size",
-            ty: KeyType::Size {
-                min: 1,
-                max: u64::MAX,
-            },
-            default: registry::Default::Size(SIZE),
-        },
+        registry::bytes("size", registry::Default::Size(SIZE)),
         registry::BS,
         Key {
             name: "random_ops",

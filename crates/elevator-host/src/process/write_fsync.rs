@@ -95,14 +95,7 @@ pub const TYPE: ProgramType = ProgramType {
     about: "Morton's write-and-fsync: write a new file of SIZE, then fsync",
     keys: &[
         registry::DIR,
-        Key {
-            name: "size",
-            ty: KeyType::Size {
-                min: 1,
-                max: u64::MAX,
-            },
-            default: registry::Default::Required,
-        },
+        registry::bytes("size", registry::Default::Required),
         Key {
             name: "sync",
             ty: KeyType::Bool,
