@@ -174,6 +174,10 @@ pub struct TraceReader<R> {
     /// The process of the previous record, and its index.
     last_process: Option<(String, u32)>,
     by_device: FxHashMap<u32, u32>,
+    /// Whether plain lines of the volume formats take [`fast_fields`]'
+    /// byte-level path (always, except in the tests that compare it with
+    /// the general one).
+    fast: bool,
 }
 
 /// Split `line` on whitespace into `out`; the count of fields (which may
@@ -246,7 +250,16 @@ impl<R: BufRead> TraceReader<R> {
             records: 0,
             last_process: None,
             by_device: FxHashMap::default(),
+            fast: true,
         }
+    }
+
+    /// The same reader with every line on the general path (tests compare
+    /// the two paths).
+    #[cfg(test)]
+    pub(crate) fn without_fast_path(mut self) -> Self {
+        self.fast = false;
+        self
     }
 
     pub fn format(&self) -> TraceFormat {
@@ -323,18 +336,31 @@ impl<R: BufRead> TraceReader<R> {
     /// The record on line `buf`, if it holds one.
     fn record_of(&mut self, buf: &[u8]) -> Result<Option<TraceRecord>, TraceError> {
         {
-            let trimmed = self.text(buf)?.trim();
-            if trimmed.is_empty() || (trimmed.starts_with('#') && self.format != TraceFormat::Msr) {
-                return Ok(None);
-            }
-            let parsed = match self.format {
-                TraceFormat::Blkparse => self.parse_blkparse(trimmed),
-                TraceFormat::FioIolog => self.parse_iolog(trimmed),
-                TraceFormat::Msr => self.parse_msr(trimmed),
-                TraceFormat::Mqsim => self.parse_mqsim(trimmed),
-                TraceFormat::DisksimAscii => self.parse_disksim_ascii(trimmed),
-                TraceFormat::DisksimValidate => self.parse_disksim_validate(trimmed),
-            }?;
+            let fast = match self.format {
+                _ if !self.fast => None,
+                TraceFormat::DisksimValidate => self.fast_disksim_validate(buf),
+                TraceFormat::Mqsim => fast_mqsim(buf),
+                _ => None,
+            };
+            let parsed = match fast {
+                Some(parsed) => parsed,
+                None => {
+                    let trimmed = self.text(buf)?.trim();
+                    if trimmed.is_empty()
+                        || (trimmed.starts_with('#') && self.format != TraceFormat::Msr)
+                    {
+                        return Ok(None);
+                    }
+                    match self.format {
+                        TraceFormat::Blkparse => self.parse_blkparse(trimmed),
+                        TraceFormat::FioIolog => self.parse_iolog(trimmed),
+                        TraceFormat::Msr => self.parse_msr(trimmed),
+                        TraceFormat::Mqsim => self.parse_mqsim(trimmed),
+                        TraceFormat::DisksimAscii => self.parse_disksim_ascii(trimmed),
+                        TraceFormat::DisksimValidate => self.parse_disksim_validate(trimmed),
+                    }?
+                }
+            };
             let Parsed::Record {
                 time_ns,
                 process,
@@ -760,6 +786,37 @@ impl<R: BufRead> TraceReader<R> {
         })
     }
 
+    /// [`TraceReader::parse_disksim_validate`] for a plain line (see
+    /// [`fast_fields`]); `None` sends the line the general way.
+    fn fast_disksim_validate(&mut self, line: &[u8]) -> Option<Parsed<'static>> {
+        let [rw, cache, blkno, bcount, service, next] = fast_fields(line)?;
+        let read = match rw {
+            b"R" => true,
+            b"W" => false,
+            _ => return None,
+        };
+        if !matches!(cache, b"Hit" | b"Miss") {
+            return None;
+        }
+        let sector = plain_u64(blkno)?;
+        let sectors = plain_u64(bcount)?;
+        // At most MAX_TRACE_NS each, as the general path requires.
+        let service = decimal_ns(service, 1000)?;
+        let next = decimal_ns(next, 1000)?;
+        let time_ns = self.clock;
+        self.clock += service + next;
+        Some(Parsed::Record {
+            time_ns,
+            process: Who::Plain("disk"),
+            op: if read { Op::Read } else { Op::Write },
+            sync: true,
+            meta: false,
+            sector,
+            sectors,
+            service: Some(Duration(service as u64)),
+        })
+    }
+
     fn parse_disksim_validate<'a>(&mut self, line: &'a str) -> Result<Parsed<'a>, TraceError> {
         let cols = self.columns(line, &["rw", "cache", "blkno", "bcount", "service", "next"])?;
         let read = match cols[0] {
@@ -817,25 +874,111 @@ impl<R: BufRead> Iterator for TraceReader<R> {
 /// whole nanoseconds (digits below a nanosecond are dropped); `None` if it
 /// is not such a number or is absurdly large.
 pub fn parse_decimal_ns(s: &str, unit_ns: u128) -> Option<u128> {
-    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    decimal_ns(s.as_bytes(), unit_ns)
+}
+
+/// Powers of ten that fit in a `u64`.
+const POW10: [u64; 20] = {
+    let mut p = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        p[i] = p[i - 1] * 10;
+        i += 1;
+    }
+    p
+};
+
+/// [`parse_decimal_ns`] on bytes. The value is `int · unit + ⌊F · unit /
+/// 10^k⌋`, where `F` is the first `k ≤ 18` fractional digits read as an
+/// integer (later digits are below a nanosecond for every unit we use and
+/// are dropped): exact, with no division while reading digits.
+fn decimal_ns(s: &[u8], unit_ns: u128) -> Option<u128> {
+    let (int, frac) = match s.iter().position(|&b| b == b'.') {
+        Some(dot) => (&s[..dot], &s[dot + 1..]),
+        None => (s, &s[s.len()..]),
+    };
     if (int.is_empty() && frac.is_empty())
-        || !int.bytes().all(|b| b.is_ascii_digit())
-        || !frac.bytes().all(|b| b.is_ascii_digit())
+        || !int.iter().all(u8::is_ascii_digit)
+        || !frac.iter().all(u8::is_ascii_digit)
         || int.len() > 20
     {
         return None;
     }
-    let whole: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
-    let mut value = whole.checked_mul(unit_ns)?;
-    // Each fractional digit is worth unit_ns / 10^k; keep 18 digits.
-    let mut scale = unit_ns * 1_000_000_000_000_000_000;
-    let mut frac_value: u128 = 0;
-    for b in frac.bytes().take(18) {
-        scale /= 10;
-        frac_value += u128::from(b - b'0') * scale;
+    let digits = |d: &[u8]| d.iter().fold(0u128, |v, &b| v * 10 + u128::from(b - b'0'));
+    let whole = digits(int).checked_mul(unit_ns)?;
+    if whole > MAX_TRACE_NS {
+        return None;
     }
-    value = value.checked_add(frac_value / 1_000_000_000_000_000_000)?;
+    let k = frac.len().min(18);
+    let fraction = digits(&frac[..k]) * unit_ns;
+    let value = whole + match u64::try_from(fraction) {
+        Ok(f) => u128::from(f / POW10[k]),
+        Err(_) => fraction / u128::from(POW10[k]),
+    };
     (value <= MAX_TRACE_NS).then_some(value)
+}
+
+/// The `N` fields of a plain line: printable ASCII fields separated by
+/// ASCII whitespace (what `str::trim` and `split_ascii_whitespace` make of
+/// such a line). `None` for any other line: another field count, a byte
+/// outside printable ASCII and ASCII whitespace (the line may not be
+/// UTF-8, or holds a vertical tab, which the two disagree on), a blank
+/// line. Such lines go the general way, which reads them or names the
+/// error; so the byte-level readers built on this only ever accept lines
+/// the general path reads the same way, and never decide an error.
+fn fast_fields<const N: usize>(line: &[u8]) -> Option<[&[u8]; N]> {
+    let mut out: [&[u8]; N] = [&[]; N];
+    let (mut n, mut i) = (0, 0);
+    while i < line.len() {
+        let b = line[i];
+        if b.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < line.len() && line[i].is_ascii_graphic() {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        *out.get_mut(n)? = &line[start..i];
+        n += 1;
+    }
+    (n == N).then_some(out)
+}
+
+/// A field of 1 to 19 ASCII digits (so it fits a `u64`): what
+/// `str::parse::<u64>` reads from it, without the signs and overflow it
+/// also handles.
+fn plain_u64(field: &[u8]) -> Option<u64> {
+    if field.is_empty() || field.len() > 19 || !field.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(field.iter().fold(0u64, |v, &b| v * 10 + u64::from(b - b'0')))
+}
+
+/// [`TraceReader::parse_mqsim`] for a plain line (see [`fast_fields`]);
+/// `None` sends the line the general way.
+fn fast_mqsim(line: &[u8]) -> Option<Parsed<'static>> {
+    let [time, device, sector, size, kind] = fast_fields(line)?;
+    let read = match kind {
+        b"1" => true,
+        b"0" => false,
+        _ => return None,
+    };
+    let time_ns = plain_u64(time)?;
+    let device = u32::try_from(plain_u64(device)?).ok()?;
+    Some(Parsed::Record {
+        time_ns: u128::from(time_ns),
+        process: Who::Device(device),
+        op: if read { Op::Read } else { Op::Write },
+        sync: read,
+        meta: false,
+        sector: plain_u64(sector)?,
+        sectors: plain_u64(size)?,
+        service: None,
+    })
 }
 
 /// Open `path` as a trace of `format` (or the format its first line shows).

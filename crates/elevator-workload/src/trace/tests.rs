@@ -204,6 +204,16 @@ fn check_never_panics(format: TraceFormat, text: &str) -> Result<(), TestCaseErr
 
 const TOKEN: &str = "(-?[0-9]{1,22}(\\.[0-9]{0,12})?|8,0|R|W|WS|RM|N|DS|Q|C|G|\\[[a-z]{1,4}\\]|\\+|Hit|Miss|Read|Write|read|write|wait|add|fio version [1-4] iolog|[a-zA-Z/.]{1,6}|CPU0)";
 
+/// Fields of DiskSim validation and MQSim lines, valid and nearly so.
+const FAST_TOKEN: &str = "([0-9]{1,3}|[0-9]{18,21}|0[0-9]{0,3}|\\+[0-9]|-1|[0-9]{0,6}\\.[0-9]{0,6}|\
+                          [0-9]\\.[0-9]{17,20}|[0-9]{15,21}\\.[0-9]|4294967296|\\.|R|W|Hit|Miss|hit|\
+                          #|#R|0|1|2|R\u{e9})";
+/// Whole lines of either format, each field valid or nearly so.
+const FAST_LINE: &str = "((R|W|X) (Hit|Miss|Hot) ([0-9]{1,8}|\\+5|[0-9]{20}) ([0-9]{1,2}|0|70000) \
+                         ([0-9]{1,5}\\.[0-9]{0,5}|\\.|-1|[0-9]{19}) ([0-9]{1,5}\\.[0-9]{0,19}|[0-9]{1,3})\
+                         |([0-9]{1,9}|\\+1|[0-9]{21}) ([0-3]|4294967296|-1) ([0-9]{1,10}|1\\.5) \
+                         ([0-9]{1,2}|0|70000) (0|1|2| 1))";
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -229,6 +239,33 @@ proptest! {
                 prop_assert!(!e.to_string().is_empty());
             }
         }
+    }
+
+    /// The byte-level path of the volume formats (DiskSim validation,
+    /// MQSim) reads every line exactly as the general path does: the same
+    /// records, the same processes, the same first error.
+    #[test]
+    fn the_fast_path_reads_as_the_general_path(
+        format in prop::sample::select(vec![TraceFormat::DisksimValidate, TraceFormat::Mqsim]),
+        soup in prop::collection::vec(
+            prop::collection::vec(prop::string::string_regex(FAST_TOKEN).unwrap(), 0..8), 0..6),
+        shaped in prop::collection::vec(prop::string::string_regex(FAST_LINE).unwrap(), 0..12),
+        sep in prop::sample::select(vec![" ", "  ", "\t", " \r", "\x0b", " \u{a0}"]),
+    ) {
+        // Lines of the right shape (most of them valid in one format or
+        // the other) with a few of token soup among them.
+        let mut text: Vec<String> = shaped.iter().map(|l| l.replace(' ', sep)).collect();
+        let at = text.len() / 2;
+        text.splice(at..at, soup.iter().map(|l| l.join(sep)));
+        let text = text.join("\n");
+        let read = |reader: TraceReader<&[u8]>| {
+            let mut reader = reader;
+            let items: Vec<_> = reader.by_ref().collect();
+            (items, reader.processes().to_vec())
+        };
+        let fast = read(TraceReader::new("f", text.as_bytes(), format));
+        let general = read(TraceReader::new("f", text.as_bytes(), format).without_fast_path());
+        prop_assert_eq!(fast, general);
     }
 
     /// Valid MQSim traces round-trip exactly: what is written is read.
