@@ -18,9 +18,20 @@
 //! time zero and no random draw is ever made. Angles are kept as the
 //! offset in nanoseconds within one revolution.
 //!
+//! Speed: a replay asks where a sector is several times per request, so
+//! the zone is found from a table of buckets of LBAs (one load and a
+//! step or two, not a binary search), and the divisions by sectors per
+//! track, surfaces and the revolution are multiplications
+//! ([`divisor`]); both give exactly what the plain search and division
+//! give.
+//!
 //! Invariants: zones tile `0..capacity` without gaps; every sector has one
-//! (cylinder, head, angle); `run_end` is monotone in the sector count.
+//! (cylinder, head, angle); `run_end` is monotone in the sector count;
+//! `bucket_zone[b]` is the zone holding LBA `b << bucket_shift`.
 
+mod divisor;
+
+use divisor::Divisor;
 use elevator_core::{Duration, Instant, Sector};
 
 /// One zone as the profile describes it.
@@ -39,10 +50,14 @@ struct Zone {
     first_lba: Sector,
     end_lba: Sector,
     first_cylinder: u32,
-    spt: u64,
+    spt: Divisor,
     track_skew: u64,
     cylinder_skew: u64,
 }
+
+/// Zone-lookup buckets per zone: enough that most buckets lie in one
+/// zone, few enough to stay in a cache line or two.
+const BUCKETS_PER_ZONE: u64 = 4;
 
 /// A sector's physical address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +72,11 @@ pub struct Place {
 #[derive(Clone, Debug)]
 pub struct Geometry {
     zones: Vec<Zone>,
-    surfaces: u64,
+    /// The zone of LBA `b << bucket_shift`, for each bucket `b`.
+    bucket_zone: Vec<u32>,
+    bucket_shift: u32,
+    surfaces: Divisor,
+    rev: Divisor,
     rev_ns: u64,
     cylinder_switch_ns: u64,
 }
@@ -75,17 +94,37 @@ impl Geometry {
                 first_lba: lba,
                 end_lba: lba + sectors,
                 first_cylinder: cylinder,
-                spt,
+                spt: Divisor::new(spt),
                 track_skew: u64::from(z.track_skew) % spt,
                 cylinder_skew: u64::from(z.cylinder_skew) % spt,
             });
             lba += sectors;
             cylinder += z.cylinders;
         }
+        // The smallest buckets (a power of two of LBAs) that keep the
+        // table within BUCKETS_PER_ZONE entries per zone.
+        let want = BUCKETS_PER_ZONE * out.len().max(1) as u64;
+        let mut bucket_shift = 0;
+        while lba >> bucket_shift >= want {
+            bucket_shift += 1;
+        }
+        let mut bucket_zone = Vec::with_capacity((lba >> bucket_shift) as usize + 1);
+        let mut zi = 0;
+        for b in 0..=(lba >> bucket_shift) {
+            let first = b << bucket_shift;
+            while zi + 1 < out.len() && out[zi].end_lba <= first {
+                zi += 1;
+            }
+            bucket_zone.push(zi as u32);
+        }
+        let rev_ns = revolution_ns(rpm);
         Geometry {
             zones: out,
-            surfaces,
-            rev_ns: revolution_ns(rpm),
+            bucket_zone,
+            bucket_shift,
+            surfaces: Divisor::new(surfaces),
+            rev: Divisor::new(rev_ns),
+            rev_ns,
             cylinder_switch_ns: cylinder_switch.nanos(),
         }
     }
@@ -104,12 +143,18 @@ impl Geometry {
     /// Sectors per track at `lba`.
     #[cfg(test)]
     pub fn sectors_per_track(&self, lba: Sector) -> u64 {
-        self.zones[self.zone_index(lba)].spt
+        self.zones[self.zone_index(lba)].spt.get()
     }
 
+    /// The zone holding `lba` (the last one past the end): the first whose
+    /// end is above it.
     fn zone_index(&self, lba: Sector) -> usize {
-        let i = self.zones.partition_point(|z| z.end_lba <= lba);
-        i.min(self.zones.len() - 1)
+        let b = (lba >> self.bucket_shift).min(self.bucket_zone.len() as u64 - 1);
+        let mut i = self.bucket_zone[b as usize] as usize;
+        while i + 1 < self.zones.len() && self.zones[i].end_lba <= lba {
+            i += 1;
+        }
+        i
     }
 
     /// The physical address of `lba` (clamped to the last sector).
@@ -117,26 +162,32 @@ impl Geometry {
         let lba = lba.min(self.capacity().saturating_sub(1));
         let z = &self.zones[self.zone_index(lba)];
         let offset = lba - z.first_lba;
-        let track = offset / z.spt;
-        let sector = offset % z.spt;
-        let cyl_in_zone = track / self.surfaces;
-        let head = track % self.surfaces;
+        let (track, sector) = z.spt.div_rem(offset);
+        let (cyl_in_zone, head) = self.surfaces.div_rem(track);
         // Each earlier head switch in the zone added `track_skew`, each
         // cylinder switch `cylinder_skew`.
         let head_switches = track - cyl_in_zone;
         // Products stay far below 2^64: tracks per zone times a skew.
-        let slot = (head_switches * z.track_skew + cyl_in_zone * z.cylinder_skew + sector) % z.spt;
+        let slot = z
+            .spt
+            .rem(head_switches * z.track_skew + cyl_in_zone * z.cylinder_skew + sector);
         Place {
             cylinder: z.first_cylinder + cyl_in_zone as u32,
             head: head as u32,
-            angle_ns: mul_div(slot, self.rev_ns, z.spt),
+            angle_ns: self.slots_ns(z, slot),
         }
     }
 
     /// How long after `t` the start of a sector at `angle_ns` comes round.
     pub fn rotational_wait(&self, angle_ns: u64, t: Instant) -> Duration {
-        let now = t.nanos() % self.rev_ns;
-        let wait = (angle_ns + self.rev_ns - now) % self.rev_ns;
+        let now = self.rev.rem(t.nanos());
+        // Both below a revolution, so the sum is below two.
+        let wait = angle_ns + self.rev_ns - now;
+        let wait = if wait >= self.rev_ns {
+            wait - self.rev_ns
+        } else {
+            wait
+        };
         // Rounding of angles to whole nanoseconds must not turn "just in
         // time" into a lost revolution.
         if wait + 16 >= self.rev_ns {
@@ -154,11 +205,20 @@ impl Geometry {
         }
         let first = lba - z.first_lba;
         let last = first + n - 1;
-        let (t0, t1) = (first / z.spt, last / z.spt);
-        let cylinder_switches = t1 / self.surfaces - t0 / self.surfaces;
+        let (t0, t1) = (z.spt.div(first), z.spt.div(last));
+        let cylinder_switches = self.surfaces.div(t1) - self.surfaces.div(t0);
         let head_switches = (t1 - t0) - cylinder_switches;
         let slots = n + head_switches * z.track_skew + cylinder_switches * z.cylinder_skew;
-        mul_div(slots, self.rev_ns, z.spt)
+        self.slots_ns(z, slots)
+    }
+
+    /// The time `slots` sector slots of zone `z` take to pass the head,
+    /// rounded down: `slots · rev / spt`.
+    fn slots_ns(&self, z: &Zone, slots: u64) -> u64 {
+        match slots.checked_mul(self.rev_ns) {
+            Some(p) => z.spt.div(p),
+            None => mul_div(slots, self.rev_ns, z.spt.get()),
+        }
     }
 
     /// When the last of `n` sectors from `lba` has passed the head, if the
@@ -198,18 +258,18 @@ impl Geometry {
             let t = t + Duration(self.cylinder_switch_ns);
             return t + self.rotational_wait(self.locate(next).angle_ns, t);
         }
-        let track = (next - z.first_lba) / z.spt;
-        if (next - z.first_lba) % z.spt != 0 {
+        let (track, in_track) = z.spt.div_rem(next - z.first_lba);
+        if in_track != 0 {
             return t;
         }
         // The first sector of a track comes one skew after the last one of
         // the track before.
-        let skew = if track % self.surfaces == 0 {
+        let skew = if self.surfaces.rem(track) == 0 {
             z.cylinder_skew
         } else {
             z.track_skew
         };
-        t + Duration(mul_div(skew, self.rev_ns, z.spt))
+        t + Duration(self.slots_ns(z, skew))
     }
 
     /// How many whole sectors from `lba` (at most `limit`) have passed the
@@ -227,9 +287,9 @@ impl Geometry {
             // fits in the elapsed time.
             // floor(slots · rev / spt) <= elapsed  <=>  slots <= ((elapsed + 1) · spt - 1) / rev
             let elapsed = t.since(at).nanos();
-            let slots = match (elapsed + 1).checked_mul(z.spt) {
-                Some(p) => (p - 1) / self.rev_ns,
-                None => ((u128::from(elapsed) + 1) * u128::from(z.spt) - 1)
+            let slots = match (elapsed + 1).checked_mul(z.spt.get()) {
+                Some(p) => self.rev.div(p - 1),
+                None => ((u128::from(elapsed) + 1) * u128::from(z.spt.get()) - 1)
                     .div_euclid(u128::from(self.rev_ns))
                     .min(u128::from(u64::MAX)) as u64,
             };
@@ -251,9 +311,9 @@ impl Geometry {
     /// most `slots` sector times (not capped at the zone's end).
     fn in_zone_fit(&self, z: &Zone, lba: Sector, slots: u64) -> u64 {
         let first = lba - z.first_lba;
-        let (spt, s) = (z.spt, self.surfaces);
-        let mut track = first / spt;
-        let head_room = spt - first % spt;
+        let (spt, s) = (z.spt.get(), self.surfaces.get());
+        let (mut track, in_track) = z.spt.div_rem(first);
+        let head_room = spt - in_track;
         if slots < head_room {
             return slots;
         }
@@ -262,7 +322,8 @@ impl Geometry {
         let cylinder_slots = s * spt + (s - 1) * z.track_skew + z.cylinder_skew;
         loop {
             let next = track + 1;
-            if next % s == 0 && rem >= cylinder_slots {
+            let cylinder_boundary = self.surfaces.rem(next) == 0;
+            if cylinder_boundary && rem >= cylinder_slots {
                 // Whole cylinders at once.
                 let k = rem / cylinder_slots;
                 n += k * s * spt;
@@ -270,7 +331,7 @@ impl Geometry {
                 track += k * s;
                 continue;
             }
-            let skew = if next % s == 0 {
+            let skew = if cylinder_boundary {
                 z.cylinder_skew
             } else {
                 z.track_skew
@@ -293,9 +354,10 @@ impl Geometry {
     #[cfg(test)]
     pub fn sustained_rate(&self, lba: Sector) -> f64 {
         let z = &self.zones[self.zone_index(lba)];
-        let per_cyl = z.spt * self.surfaces;
-        let slots = per_cyl + (self.surfaces - 1) * z.track_skew + z.cylinder_skew;
-        let secs = slots as f64 * self.rev_ns as f64 / z.spt as f64 / 1e9;
+        let (spt, surfaces) = (z.spt.get(), self.surfaces.get());
+        let per_cyl = spt * surfaces;
+        let slots = per_cyl + (surfaces - 1) * z.track_skew + z.cylinder_skew;
+        let secs = slots as f64 * self.rev_ns as f64 / spt as f64 / 1e9;
         per_cyl as f64 * 512.0 / secs
     }
 }
