@@ -61,23 +61,49 @@ fn disksim_edges() -> Vec<f64> {
     edges
 }
 
-/// The bin of a sample of `ms`: the first whose upper edge is above it
-/// (the last bin takes everything beyond), as a binary search over
-/// `edges` finds it. Edge k is (k+1)(k+2)/2 µs, so the search starts from
-/// the square root and walks the step or two to the exact bin; the test
-/// against `edges` is the search's own, so the answer is the same.
-fn bin_of(ms: f64, edges: &[f64]) -> usize {
-    let us = ms * DISKSIM_UNITS_PER_MS;
-    // (k+1)(k+2)/2 <= us  <=>  k <= sqrt(2 us + 1/4) - 3/2.
-    let guess = ((2.0 * us).sqrt() - 2.0).clamp(0.0, (edges.len() - 1) as f64) as usize;
-    let mut k = guess;
-    while k > 0 && edges[k - 1] > ms {
-        k -= 1;
+/// Slices of a millisecond in which [`Bins`] remembers the first bin.
+const SLICES_PER_MS: f64 = 64.0;
+/// Milliseconds [`Bins`] covers with its table (beyond, a binary search).
+const TABLE_MS: usize = 64;
+
+/// DiskSim's bins, and where to find a sample's bin fast.
+#[derive(Clone, Debug)]
+struct Bins {
+    edges: Vec<f64>,
+    /// For each slice of `1 / SLICES_PER_MS` ms up to `TABLE_MS`, the bin
+    /// of the slice's start.
+    first: Vec<u16>,
+}
+
+impl Bins {
+    fn new() -> Self {
+        let edges = disksim_edges();
+        let first = (0..TABLE_MS * SLICES_PER_MS as usize)
+            .map(|i| Self::search(&edges, i as f64 / SLICES_PER_MS) as u16)
+            .collect();
+        Bins { edges, first }
     }
-    while k < edges.len() && edges[k] <= ms {
-        k += 1;
+
+    /// The first bin whose upper edge is above `ms` (the last bin takes
+    /// everything beyond).
+    fn search(edges: &[f64], ms: f64) -> usize {
+        edges.partition_point(|&e| e <= ms).min(edges.len() - 1)
     }
-    k.min(edges.len() - 1)
+
+    /// [`Bins::search`], starting from the bin of the sample's slice and
+    /// walking up the step or two to its own: the same answer.
+    fn of(&self, ms: f64) -> usize {
+        // Non-negative, so truncation is the floor.
+        let slice = (ms * SLICES_PER_MS) as usize;
+        let Some(&first) = self.first.get(slice) else {
+            return Self::search(&self.edges, ms);
+        };
+        let mut k = usize::from(first);
+        while k + 1 < self.edges.len() && self.edges[k] <= ms {
+            k += 1;
+        }
+        k
+    }
 }
 
 /// Samples counted into DiskSim's bins.
@@ -95,8 +121,8 @@ impl Histogram {
         }
     }
 
-    fn add(&mut self, ms: f64, edges: &[f64]) {
-        self.counts[bin_of(ms, edges)] += 1;
+    fn add(&mut self, ms: f64, bins: &Bins) {
+        self.counts[bins.of(ms)] += 1;
         self.n += 1;
     }
 
@@ -138,11 +164,11 @@ fn time_at(cdf: &[(f64, f64)], p: f64) -> f64 {
 
 /// DiskSim's demerit of `model` against `measured` (ms samples).
 pub fn disksim_demerit(model: &[f64], measured: &[f64]) -> f64 {
-    let edges = disksim_edges();
+    let bins = Bins::new();
     let (mut a, mut b) = (Histogram::new(), Histogram::new());
-    model.iter().for_each(|&s| a.add(s, &edges));
-    measured.iter().for_each(|&s| b.add(s, &edges));
-    histogram_demerit(&a, &b, &edges)
+    model.iter().for_each(|&s| a.add(s, &bins));
+    measured.iter().for_each(|&s| b.add(s, &bins));
+    histogram_demerit(&a, &b, &bins.edges)
 }
 
 /// DiskSim's demerit of two binned distributions.
@@ -269,7 +295,7 @@ pub fn validate_on<R: BufRead>(
     // unbinned demerit), their bins, and the running sums, added in trace
     // order as the means and the per-request RMS always added them.
     let (mut model_ns, mut measured_ns) = (Vec::new(), Vec::new());
-    let edges = disksim_edges();
+    let bins = Bins::new();
     let (mut model_bins, mut measured_bins) = (Histogram::new(), Histogram::new());
     let (mut model_sum, mut measured_sum, mut squares) = (0.0, 0.0, 0.0);
     let mut prev: Option<(Duration, Duration)> = None;
@@ -307,8 +333,8 @@ pub fn validate_on<R: BufRead>(
         let (x, y) = (model_time.as_millis_f64(), measured_time.as_millis_f64());
         model_ns.push(model_time.nanos());
         measured_ns.push(measured_time.nanos());
-        model_bins.add(x, &edges);
-        measured_bins.add(y, &edges);
+        model_bins.add(x, &bins);
+        measured_bins.add(y, &bins);
         model_sum += x;
         measured_sum += y;
         squares += (x - y) * (x - y);
@@ -330,7 +356,7 @@ pub fn validate_on<R: BufRead>(
         mean_model_ms: model_sum / n,
         mean_measured_ms: measured_sum / n,
         per_request_rms_ms: (squares / n).sqrt(),
-        demerit_ms: histogram_demerit(&model_bins, &measured_bins, &edges),
+        demerit_ms: histogram_demerit(&model_bins, &measured_bins, &bins.edges),
         demerit_unbinned_ms: unbinned_demerit_ns(&mut model_ns, &mut measured_ns),
     })
 }
@@ -353,7 +379,8 @@ mod tests {
 
     #[test]
     fn the_bin_shortcut_and_the_radix_sort_agree_with_search_and_sort() {
-        let edges = disksim_edges();
+        let bins = Bins::new();
+        let edges = &bins.edges;
         let mut rng = elevator_core::Prng::derive(16, "validate-bins");
         // Every edge and its neighbours to the nanosecond, then samples up
         // to past the last bin (1.53 s) and far beyond.
@@ -366,7 +393,7 @@ mod tests {
         for &ns in &samples {
             let ms = Duration(ns).as_millis_f64();
             let searched = edges.partition_point(|&e| e <= ms).min(edges.len() - 1);
-            assert_eq!(bin_of(ms, &edges), searched, "{ns} ns");
+            assert_eq!(bins.of(ms), searched, "{ns} ns");
         }
         let mut sorted = samples.clone();
         sorted.sort_unstable();

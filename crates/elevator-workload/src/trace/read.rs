@@ -891,16 +891,65 @@ const POW10: [u64; 20] = {
 /// [`parse_decimal_ns`] on bytes. The value is `int · unit + ⌊F · unit /
 /// 10^k⌋`, where `F` is the first `k ≤ 18` fractional digits read as an
 /// integer (later digits are below a nanosecond for every unit we use and
-/// are dropped): exact, with no division while reading digits.
+/// are dropped): exact, with no division while reading digits, and in one
+/// pass of 64-bit arithmetic unless the whole part has 20 digits.
 fn decimal_ns(s: &[u8], unit_ns: u128) -> Option<u128> {
+    let (mut int, mut int_digits) = (0u64, 0usize);
+    let mut i = 0;
+    while let Some(&b) = s.get(i) {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        if int_digits == 19 {
+            return long_decimal_ns(s, unit_ns);
+        }
+        int = int * 10 + u64::from(b - b'0');
+        int_digits += 1;
+        i += 1;
+    }
+    let (mut frac, mut frac_digits) = (0u64, 0usize);
+    match s.get(i) {
+        None => {}
+        Some(b'.') => {
+            for &b in &s[i + 1..] {
+                if !b.is_ascii_digit() {
+                    return None;
+                }
+                if frac_digits < 18 {
+                    frac = frac * 10 + u64::from(b - b'0');
+                }
+                frac_digits += 1;
+            }
+        }
+        Some(_) => return None,
+    }
+    if int_digits == 0 && frac_digits == 0 {
+        return None;
+    }
+    let whole = u128::from(int) * unit_ns;
+    if whole > MAX_TRACE_NS {
+        return None;
+    }
+    let value = whole + fraction_ns(frac, frac_digits.min(18), unit_ns);
+    (value <= MAX_TRACE_NS).then_some(value)
+}
+
+/// `⌊frac · unit / 10^k⌋`.
+fn fraction_ns(frac: u64, k: usize, unit_ns: u128) -> u128 {
+    let fraction = u128::from(frac) * unit_ns;
+    match u64::try_from(fraction) {
+        Ok(f) => u128::from(f / POW10[k]),
+        Err(_) => fraction / u128::from(POW10[k]),
+    }
+}
+
+/// [`decimal_ns`] of a number whose whole part has 20 digits or more.
+fn long_decimal_ns(s: &[u8], unit_ns: u128) -> Option<u128> {
     let (int, frac) = match s.iter().position(|&b| b == b'.') {
         Some(dot) => (&s[..dot], &s[dot + 1..]),
         None => (s, &s[s.len()..]),
     };
-    if (int.is_empty() && frac.is_empty())
-        || !int.iter().all(u8::is_ascii_digit)
-        || !frac.iter().all(u8::is_ascii_digit)
-        || int.len() > 20
+    if !int.iter().all(u8::is_ascii_digit) || !frac.iter().all(u8::is_ascii_digit) || int.len() > 20
     {
         return None;
     }
@@ -910,11 +959,7 @@ fn decimal_ns(s: &[u8], unit_ns: u128) -> Option<u128> {
         return None;
     }
     let k = frac.len().min(18);
-    let fraction = digits(&frac[..k]) * unit_ns;
-    let value = whole + match u64::try_from(fraction) {
-        Ok(f) => u128::from(f / POW10[k]),
-        Err(_) => fraction / u128::from(POW10[k]),
-    };
+    let value = whole + fraction_ns(digits(&frac[..k]) as u64, k, unit_ns);
     (value <= MAX_TRACE_NS).then_some(value)
 }
 

@@ -268,6 +268,33 @@ proptest! {
         prop_assert_eq!(fast, general);
     }
 
+    /// Decimals read as the plain definition reads them: the whole part
+    /// times the unit, plus each of the first 18 fractional digits times
+    /// its share of the unit, in nanoseconds rounded down.
+    #[test]
+    fn decimals_read_as_defined(
+        text in "[0-9]{0,23}(\\.[0-9]{0,23})?|[0-9.+-e]{0,6}",
+        unit in prop::sample::select(vec![1u128, 100, 1000, 1_000_000, 1_000_000_000]),
+    ) {
+        let reference = || -> Option<u128> {
+            let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+            let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+            if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) || int.len() > 20 {
+                return None;
+            }
+            let whole: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+            let mut scale = unit * 1_000_000_000_000_000_000;
+            let mut part = 0u128;
+            for b in frac.bytes().take(18) {
+                scale /= 10;
+                part += u128::from(b - b'0') * scale;
+            }
+            let value = whole.checked_mul(unit)?.checked_add(part / 1_000_000_000_000_000_000)?;
+            (value <= 1 << 60).then_some(value)
+        };
+        prop_assert_eq!(read::parse_decimal_ns(&text, unit), reference());
+    }
+
     /// Valid MQSim traces round-trip exactly: what is written is read.
     #[test]
     fn mqsim_round_trip(reqs in prop::collection::vec(
