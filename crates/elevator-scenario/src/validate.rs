@@ -201,8 +201,9 @@ pub fn unbinned_demerit(model: &[f64], measured: &[f64]) -> f64 {
 /// Milliseconds are `ns / 1e6`, which keeps the order, so sorting the
 /// integers sorts the milliseconds.
 fn unbinned_demerit_ns(model: &mut [u64], measured: &mut [u64]) -> f64 {
-    radix_sort(model);
-    radix_sort(measured);
+    let mut scratch = vec![0; model.len().max(measured.len())];
+    radix_sort(model, &mut scratch);
+    radix_sort(measured, &mut scratch);
     let ms = |ns: &u64| Duration(*ns).as_millis_f64();
     let squares = model
         .iter()
@@ -220,33 +221,36 @@ fn unbinned_demerit_ns(model: &mut [u64], measured: &mut [u64]) -> f64 {
 /// Sort `v` by least-significant-digit radix sort, 11 bits a pass, only
 /// as many passes as its largest value needs (three below 8.6 s in ns):
 /// a million samples sort in a few milliseconds, several times faster
-/// than a comparison sort.
-fn radix_sort(v: &mut [u64]) {
+/// than a comparison sort. `scratch` is at least as long as `v`.
+fn radix_sort(v: &mut [u64], scratch: &mut [u64]) {
     const BITS: u32 = 11;
     const BUCKETS: usize = 1 << BITS;
     let max = v.iter().copied().max().unwrap_or(0);
     let passes = (u64::BITS - max.leading_zeros()).div_ceil(BITS);
-    let mut from = v.to_vec();
-    let mut to = vec![0u64; v.len()];
+    let scratch = &mut scratch[..v.len()];
+    // Each pass moves the values from one of the two to the other.
+    let (mut from, mut to) = (&mut *v, &mut *scratch);
     for pass in 0..passes {
         let shift = pass * BITS;
         let digit = |x: u64| ((x >> shift) as usize) & (BUCKETS - 1);
         let mut start = [0usize; BUCKETS];
-        for &x in &from {
+        for &x in from.iter() {
             start[digit(x)] += 1;
         }
         let mut sum = 0;
         for s in start.iter_mut() {
             (*s, sum) = (sum, sum + *s);
         }
-        for &x in &from {
+        for &x in from.iter() {
             let d = digit(x);
             to[start[d]] = x;
             start[d] += 1;
         }
         std::mem::swap(&mut from, &mut to);
     }
-    v.copy_from_slice(&from);
+    if passes % 2 == 1 {
+        v.copy_from_slice(scratch);
+    }
 }
 
 fn rms(a: &[f64], b: &[f64]) -> f64 {
@@ -397,7 +401,7 @@ mod tests {
         }
         let mut sorted = samples.clone();
         sorted.sort_unstable();
-        radix_sort(&mut samples);
+        radix_sort(&mut samples, &mut vec![0; 1 << 16]);
         assert_eq!(samples, sorted);
     }
 

@@ -18,21 +18,20 @@
 //! time zero and no random draw is ever made. Angles are kept as the
 //! offset in nanoseconds within one revolution.
 //!
-//! Speed: a replay asks where a sector is several times per request, so
-//! the zone is found from a table of buckets of LBAs (one load and a
-//! step or two, not a binary search), and the divisions by sectors per
-//! track, surfaces and the revolution are multiplications
-//! ([`divisor`]); both give exactly what the plain search and division
-//! give.
-//!
 //! Invariants: zones tile `0..capacity` without gaps; every sector has one
-//! (cylinder, head, angle); `run_end` is monotone in the sector count;
-//! `bucket_zone[b]` is the zone holding LBA `b << bucket_shift`.
+//! (cylinder, head, angle); `run_end` is monotone in the sector count.
 
-mod divisor;
-
-use divisor::Divisor;
 use elevator_core::{Duration, Instant, Sector};
+
+// Divisions by the sectors per track of a zone, the surfaces and the
+// revolution are multiplications (`u64 / Divisor`, exact): a replay asks
+// where sectors are several times per request.
+mod divisor;
+use divisor::Divisor;
+
+/// Zone-lookup buckets per zone: enough that most buckets lie in one
+/// zone, few enough for the table to stay in a cache line or two.
+const BUCKETS_PER_ZONE: u64 = 4;
 
 /// One zone as the profile describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,10 +54,6 @@ struct Zone {
     cylinder_skew: u64,
 }
 
-/// Zone-lookup buckets per zone: enough that most buckets lie in one
-/// zone, few enough to stay in a cache line or two.
-const BUCKETS_PER_ZONE: u64 = 4;
-
 /// A sector's physical address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Place {
@@ -72,12 +67,14 @@ pub struct Place {
 #[derive(Clone, Debug)]
 pub struct Geometry {
     zones: Vec<Zone>,
-    /// The zone of LBA `b << bucket_shift`, for each bucket `b`.
+    /// The zone holding LBA `b << bucket_shift`, for each bucket `b`: a
+    /// zone is found with one load and a step or two, not a binary
+    /// search.
     bucket_zone: Vec<u32>,
     bucket_shift: u32,
     surfaces: Divisor,
-    rev: Divisor,
     rev_ns: u64,
+    rev: Divisor,
     cylinder_switch_ns: u64,
 }
 
@@ -101,30 +98,15 @@ impl Geometry {
             lba += sectors;
             cylinder += z.cylinders;
         }
-        // The smallest buckets (a power of two of LBAs) that keep the
-        // table within BUCKETS_PER_ZONE entries per zone.
-        let want = BUCKETS_PER_ZONE * out.len().max(1) as u64;
-        let mut bucket_shift = 0;
-        while lba >> bucket_shift >= want {
-            bucket_shift += 1;
-        }
-        let mut bucket_zone = Vec::with_capacity((lba >> bucket_shift) as usize + 1);
-        let mut zi = 0;
-        for b in 0..=(lba >> bucket_shift) {
-            let first = b << bucket_shift;
-            while zi + 1 < out.len() && out[zi].end_lba <= first {
-                zi += 1;
-            }
-            bucket_zone.push(zi as u32);
-        }
+        let (bucket_zone, bucket_shift) = buckets(&out);
         let rev_ns = revolution_ns(rpm);
         Geometry {
             zones: out,
             bucket_zone,
             bucket_shift,
             surfaces: Divisor::new(surfaces),
-            rev: Divisor::new(rev_ns),
             rev_ns,
+            rev: Divisor::new(rev_ns),
             cylinder_switch_ns: cylinder_switch.nanos(),
         }
     }
@@ -147,7 +129,7 @@ impl Geometry {
     }
 
     /// The zone holding `lba` (the last one past the end): the first whose
-    /// end is above it.
+    /// end is above it, found from its bucket.
     fn zone_index(&self, lba: Sector) -> usize {
         let b = (lba >> self.bucket_shift).min(self.bucket_zone.len() as u64 - 1);
         let mut i = self.bucket_zone[b as usize] as usize;
@@ -162,32 +144,26 @@ impl Geometry {
         let lba = lba.min(self.capacity().saturating_sub(1));
         let z = &self.zones[self.zone_index(lba)];
         let offset = lba - z.first_lba;
-        let (track, sector) = z.spt.div_rem(offset);
-        let (cyl_in_zone, head) = self.surfaces.div_rem(track);
+        let track = offset / z.spt;
+        let sector = offset % z.spt;
+        let cyl_in_zone = track / self.surfaces;
+        let head = track % self.surfaces;
         // Each earlier head switch in the zone added `track_skew`, each
         // cylinder switch `cylinder_skew`.
         let head_switches = track - cyl_in_zone;
         // Products stay far below 2^64: tracks per zone times a skew.
-        let slot = z
-            .spt
-            .rem(head_switches * z.track_skew + cyl_in_zone * z.cylinder_skew + sector);
+        let slot = (head_switches * z.track_skew + cyl_in_zone * z.cylinder_skew + sector) % z.spt;
         Place {
             cylinder: z.first_cylinder + cyl_in_zone as u32,
             head: head as u32,
-            angle_ns: self.slots_ns(z, slot),
+            angle_ns: mul_div(slot, self.rev_ns, z.spt),
         }
     }
 
     /// How long after `t` the start of a sector at `angle_ns` comes round.
     pub fn rotational_wait(&self, angle_ns: u64, t: Instant) -> Duration {
-        let now = self.rev.rem(t.nanos());
-        // Both below a revolution, so the sum is below two.
-        let wait = angle_ns + self.rev_ns - now;
-        let wait = if wait >= self.rev_ns {
-            wait - self.rev_ns
-        } else {
-            wait
-        };
+        let now = t.nanos() % self.rev;
+        let wait = (angle_ns + self.rev_ns - now) % self.rev;
         // Rounding of angles to whole nanoseconds must not turn "just in
         // time" into a lost revolution.
         if wait + 16 >= self.rev_ns {
@@ -205,20 +181,11 @@ impl Geometry {
         }
         let first = lba - z.first_lba;
         let last = first + n - 1;
-        let (t0, t1) = (z.spt.div(first), z.spt.div(last));
-        let cylinder_switches = self.surfaces.div(t1) - self.surfaces.div(t0);
+        let (t0, t1) = (first / z.spt, last / z.spt);
+        let cylinder_switches = t1 / self.surfaces - t0 / self.surfaces;
         let head_switches = (t1 - t0) - cylinder_switches;
         let slots = n + head_switches * z.track_skew + cylinder_switches * z.cylinder_skew;
-        self.slots_ns(z, slots)
-    }
-
-    /// The time `slots` sector slots of zone `z` take to pass the head,
-    /// rounded down: `slots · rev / spt`.
-    fn slots_ns(&self, z: &Zone, slots: u64) -> u64 {
-        match slots.checked_mul(self.rev_ns) {
-            Some(p) => z.spt.div(p),
-            None => mul_div(slots, self.rev_ns, z.spt.get()),
-        }
+        mul_div(slots, self.rev_ns, z.spt)
     }
 
     /// When the last of `n` sectors from `lba` has passed the head, if the
@@ -258,18 +225,18 @@ impl Geometry {
             let t = t + Duration(self.cylinder_switch_ns);
             return t + self.rotational_wait(self.locate(next).angle_ns, t);
         }
-        let (track, in_track) = z.spt.div_rem(next - z.first_lba);
-        if in_track != 0 {
+        let track = (next - z.first_lba) / z.spt;
+        if (next - z.first_lba) % z.spt != 0 {
             return t;
         }
         // The first sector of a track comes one skew after the last one of
         // the track before.
-        let skew = if self.surfaces.rem(track) == 0 {
+        let skew = if track % self.surfaces == 0 {
             z.cylinder_skew
         } else {
             z.track_skew
         };
-        t + Duration(self.slots_ns(z, skew))
+        t + Duration(mul_div(skew, self.rev_ns, z.spt))
     }
 
     /// How many whole sectors from `lba` (at most `limit`) have passed the
@@ -288,7 +255,7 @@ impl Geometry {
             // floor(slots · rev / spt) <= elapsed  <=>  slots <= ((elapsed + 1) · spt - 1) / rev
             let elapsed = t.since(at).nanos();
             let slots = match (elapsed + 1).checked_mul(z.spt.get()) {
-                Some(p) => self.rev.div(p - 1),
+                Some(p) => (p - 1) / self.rev,
                 None => ((u128::from(elapsed) + 1) * u128::from(z.spt.get()) - 1)
                     .div_euclid(u128::from(self.rev_ns))
                     .min(u128::from(u64::MAX)) as u64,
@@ -312,8 +279,8 @@ impl Geometry {
     fn in_zone_fit(&self, z: &Zone, lba: Sector, slots: u64) -> u64 {
         let first = lba - z.first_lba;
         let (spt, s) = (z.spt.get(), self.surfaces.get());
-        let (mut track, in_track) = z.spt.div_rem(first);
-        let head_room = spt - in_track;
+        let mut track = first / spt;
+        let head_room = spt - first % spt;
         if slots < head_room {
             return slots;
         }
@@ -322,8 +289,7 @@ impl Geometry {
         let cylinder_slots = s * spt + (s - 1) * z.track_skew + z.cylinder_skew;
         loop {
             let next = track + 1;
-            let cylinder_boundary = self.surfaces.rem(next) == 0;
-            if cylinder_boundary && rem >= cylinder_slots {
+            if next % s == 0 && rem >= cylinder_slots {
                 // Whole cylinders at once.
                 let k = rem / cylinder_slots;
                 n += k * s * spt;
@@ -331,7 +297,7 @@ impl Geometry {
                 track += k * s;
                 continue;
             }
-            let skew = if cylinder_boundary {
+            let skew = if next % s == 0 {
                 z.cylinder_skew
             } else {
                 z.track_skew
@@ -370,12 +336,32 @@ pub fn revolution_ns(rpm: u32) -> u64 {
 
 /// `a * b / c` rounded down, without overflow (in 64 bits when the
 /// product fits, which is every in-zone case).
-fn mul_div(a: u64, b: u64, c: u64) -> u64 {
-    let c = c.max(1);
+fn mul_div(a: u64, b: u64, c: Divisor) -> u64 {
     match a.checked_mul(b) {
         Some(p) => p / c,
-        None => (u128::from(a) * u128::from(b) / u128::from(c)) as u64,
+        None => (u128::from(a) * u128::from(b) / u128::from(c.get())) as u64,
     }
+}
+
+/// The zone-lookup table of `zones`: for each bucket of `1 << shift`
+/// LBAs (the smallest power of two that keeps the table within
+/// `BUCKETS_PER_ZONE` entries per zone), the zone holding its first LBA.
+fn buckets(zones: &[Zone]) -> (Vec<u32>, u32) {
+    let capacity = zones.last().map_or(0, |z| z.end_lba);
+    let want = BUCKETS_PER_ZONE * zones.len().max(1) as u64;
+    let mut shift = 0;
+    while capacity >> shift >= want {
+        shift += 1;
+    }
+    let mut table = Vec::with_capacity((capacity >> shift) as usize + 1);
+    let mut zi = 0;
+    for b in 0..=(capacity >> shift) {
+        while zi + 1 < zones.len() && zones[zi].end_lba <= b << shift {
+            zi += 1;
+        }
+        table.push(zi as u32);
+    }
+    (table, shift)
 }
 
 /// Skew in sectors covering `switch` at `spt` sectors per track.

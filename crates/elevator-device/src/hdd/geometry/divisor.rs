@@ -64,6 +64,24 @@ impl Divisor {
     }
 }
 
+impl std::ops::Div<Divisor> for u64 {
+    type Output = u64;
+
+    #[inline]
+    fn div(self, d: Divisor) -> u64 {
+        d.div(self)
+    }
+}
+
+impl std::ops::Rem<Divisor> for u64 {
+    type Output = u64;
+
+    #[inline]
+    fn rem(self, d: Divisor) -> u64 {
+        d.rem(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +90,7 @@ mod tests {
     fn check(d: u64, n: u64) {
         let v = Divisor::new(d);
         assert_eq!(v.div_rem(n), (n / d, n % d), "{n} / {d}");
+        assert_eq!((n / v, n % v), (n / d, n % d), "{n} / {d}");
     }
 
     #[test]
