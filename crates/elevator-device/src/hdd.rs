@@ -316,14 +316,8 @@ impl Hdd {
         Duration((self.p.seek.time_ms(cylinders) * 1e6 + 0.5) as u64)
     }
 
-    /// When the start of `lba` comes under the head if positioning from
-    /// `head` starts at `ready`; also the target's place.
-    fn reach(&self, head: Head, lba: Sector, ready: Instant, write: bool) -> (Instant, Place) {
-        let place = self.geo.locate(lba);
-        (self.reach_place(head, place, ready, write), place)
-    }
-
-    /// [`Hdd::reach`] for a sector already located.
+    /// When the start of the sector at `place` comes under the head if
+    /// positioning from `head` starts at `ready`.
     fn reach_place(&self, head: Head, place: Place, ready: Instant, write: bool) -> Instant {
         let mut t = ready;
         let moved = if place.cylinder != head.cylinder {
@@ -344,7 +338,13 @@ impl Hdd {
     /// Move the heads to `lba` (counting the seek) and return when its
     /// start passes under them.
     fn position(&mut self, lba: Sector, ready: Instant, write: bool) -> Instant {
-        let (t, place) = self.reach(self.head, lba, ready, write);
+        self.position_placed(lba, self.geo.locate(lba), ready, write)
+    }
+
+    /// [`Hdd::position`] to `lba`, already located at `place` (a job's
+    /// start is located once, at submission).
+    fn position_placed(&mut self, lba: Sector, place: Place, ready: Instant, write: bool) -> Instant {
+        let t = self.reach_place(self.head, place, ready, write);
         if place.cylinder != self.head.cylinder {
             self.done.stats.seeks += 1;
             self.done.stats.seek_distance += lba.abs_diff(self.head.lba);
@@ -557,7 +557,11 @@ impl Hdd {
             _ => (self.segments.take_lru(), job.start, job.start),
         };
         let ready = t + self.read_miss_overhead();
-        let arrive = self.position(from, ready, false);
+        let arrive = if from == job.start {
+            self.position_placed(from, job.place, ready, false)
+        } else {
+            self.position(from, ready, false)
+        };
         let media_end = self.geo.run_end(from, job.end - from, arrive);
         // The segment grows as the stream passes (see settle_readahead).
         self.segments.set(segment, seg_start, from);
@@ -591,11 +595,11 @@ impl Hdd {
         self.readahead = None;
         self.segments.invalidate(job.start, job.end, None);
         let ready = t + self.write_overhead();
-        let mut arrive = self.position(job.start, ready, true);
+        let mut arrive = self.position_placed(job.start, job.place, ready, true);
         // The sectors cannot be written before the host has sent them.
         let data_in = ready + self.bus(len);
         if data_in > arrive {
-            let angle = self.geo.locate(job.start).angle_ns;
+            let angle = job.place.angle_ns;
             arrive = data_in + self.geo.rotational_wait(angle, data_in);
         }
         let end = self.geo.run_end(job.start, len, arrive);
