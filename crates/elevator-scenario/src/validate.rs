@@ -22,9 +22,9 @@
 //! time, each arriving its recorded gap after the previous completion.
 //!
 //! Speed: a second thread parses the trace a batch ahead of the replay
-//! (the records arrive in order, so the result is the same), the scores
-//! are kept as running sums and bin counts as the requests complete, and
-//! the unbinned demerit sorts integer nanoseconds by radix.
+//! (the records arrive in order, so the result is the same); the replay
+//! keeps the response times in integer nanoseconds, and after it each
+//! side's sum, bins and radix sort run on a thread of their own.
 
 use crate::ScenarioError;
 use elevator_core::{Duration, Instant, Request, RequestId};
@@ -203,15 +203,24 @@ pub fn unbinned_demerit(model: &[f64], measured: &[f64]) -> f64 {
     rms(&a, &b)
 }
 
-/// [`unbinned_demerit`] of samples in whole nanoseconds (sorted in place).
+/// What one side's samples (whole nanoseconds, in trace order) give on
+/// their own: the sum of their milliseconds, added in trace order (as the
+/// mean always added them), and their bins; then they are sorted.
+fn side_scores(ns: &mut [u64], bins: &Bins) -> (f64, Histogram) {
+    let (mut sum, mut histogram) = (0.0, Histogram::new());
+    for &t in ns.iter() {
+        let ms = Duration(t).as_millis_f64();
+        sum += ms;
+        histogram.add(ms, bins);
+    }
+    radix_sort(ns, &mut vec![0; ns.len()]);
+    (sum, histogram)
+}
+
+/// [`unbinned_demerit`] of sorted samples in whole nanoseconds.
 /// Milliseconds are `ns / 1e6`, which keeps the order, so sorting the
 /// integers sorts the milliseconds.
-/// The two sorts run side by side.
-fn unbinned_demerit_ns(model: &mut [u64], measured: &mut [u64]) -> f64 {
-    std::thread::scope(|scope| {
-        scope.spawn(|| radix_sort(model, &mut vec![0; model.len()]));
-        radix_sort(measured, &mut vec![0; measured.len()]);
-    });
+fn unbinned_demerit_sorted_ns(model: &[u64], measured: &[u64]) -> f64 {
     let ms = |ns: &u64| Duration(*ns).as_millis_f64();
     let squares = model
         .iter()
@@ -343,13 +352,10 @@ pub fn validate_on<R: BufRead + Send>(
     let trace = reader.file().to_string();
     let trace = trace.as_str();
     let mut now = Instant::ZERO;
-    // Per request: the response times in ns (sorted at the end for the
-    // unbinned demerit), their bins, and the running sums, added in trace
-    // order as the means and the per-request RMS always added them.
+    // Per request: the response times in ns, and the squared difference
+    // summed in trace order as the per-request RMS always summed it.
     let (mut model_ns, mut measured_ns) = (Vec::new(), Vec::new());
-    let bins = Bins::new();
-    let (mut model_bins, mut measured_bins) = (Histogram::new(), Histogram::new());
-    let (mut model_sum, mut measured_sum, mut squares) = (0.0, 0.0, 0.0);
+    let mut squares = 0.0;
     let mut prev: Option<(Duration, Duration)> = None;
     let mut i = 0u64;
     parsed_ahead(reader, |record| {
@@ -387,10 +393,6 @@ pub fn validate_on<R: BufRead + Send>(
         let (x, y) = (model_time.as_millis_f64(), measured_time.as_millis_f64());
         model_ns.push(model_time.nanos());
         measured_ns.push(measured_time.nanos());
-        model_bins.add(x, &bins);
-        measured_bins.add(y, &bins);
-        model_sum += x;
-        measured_sum += y;
         squares += (x - y) * (x - y);
         now = done;
         Ok(())
@@ -403,6 +405,14 @@ pub fn validate_on<R: BufRead + Send>(
             "no requests in the trace",
         ));
     }
+    // Each side's sum, bins and sort, the two sides side by side.
+    let bins = Bins::new();
+    let (model, measured) = std::thread::scope(|scope| {
+        let model = scope.spawn(|| side_scores(&mut model_ns, &bins));
+        let measured = side_scores(&mut measured_ns, &bins);
+        (model.join().expect("scoring does not panic"), measured)
+    });
+    let ((model_sum, model_bins), (measured_sum, measured_bins)) = (model, measured);
     let n = model_ns.len() as f64;
     Ok(Validation {
         trace: trace.to_string(),
@@ -412,7 +422,7 @@ pub fn validate_on<R: BufRead + Send>(
         mean_measured_ms: measured_sum / n,
         per_request_rms_ms: (squares / n).sqrt(),
         demerit_ms: histogram_demerit(&model_bins, &measured_bins, &bins.edges),
-        demerit_unbinned_ms: unbinned_demerit_ns(&mut model_ns, &mut measured_ns),
+        demerit_unbinned_ms: unbinned_demerit_sorted_ns(&model_ns, &measured_ns),
     })
 }
 
