@@ -205,6 +205,9 @@ struct Piece {
 pub(crate) struct Hdd {
     p: HddParams,
     geo: Geometry,
+    /// Seek times by distance, when the profile's curve is a measured
+    /// table ([`Seek::times_ns`]).
+    seek_ns: Vec<u64>,
     bus_ns_per_sector: f64,
     limits: QueueLimits,
     segments: Segments,
@@ -239,6 +242,8 @@ pub(crate) struct Hdd {
 impl Hdd {
     pub fn new(p: HddParams) -> Self {
         let geo = Geometry::new(&p.zones, p.surfaces, p.rpm, p.cylinder_switch);
+        // The last sector's cylinder is the longest seek.
+        let seek_ns = p.seek.times_ns(geo.locate(geo.capacity().saturating_sub(1)).cylinder);
         let limits = QueueLimits {
             rotational: true,
             queue_depth: p.queue_depth,
@@ -261,6 +266,7 @@ impl Hdd {
             bus_free: Instant::ZERO,
             done: Completions::new(p.queue_depth),
             geo,
+            seek_ns,
             bus_ns_per_sector,
             limits,
             segments,
@@ -313,7 +319,10 @@ impl Hdd {
     }
 
     fn seek_time(&self, cylinders: u32) -> Duration {
-        Duration((self.p.seek.time_ms(cylinders) * 1e6 + 0.5) as u64)
+        match self.seek_ns.get(cylinders as usize) {
+            Some(&ns) => Duration(ns),
+            None => Duration(self.p.seek.time_ns(cylinders)),
+        }
     }
 
     /// When the start of the sector at `place` comes under the head if
