@@ -243,7 +243,9 @@ impl Hdd {
     pub fn new(p: HddParams) -> Self {
         let geo = Geometry::new(&p.zones, p.surfaces, p.rpm, p.cylinder_switch);
         // The last sector's cylinder is the longest seek.
-        let seek_ns = p.seek.times_ns(geo.locate(geo.capacity().saturating_sub(1)).cylinder);
+        let seek_ns = p
+            .seek
+            .times_ns(geo.locate(geo.capacity().saturating_sub(1)).cylinder);
         let limits = QueueLimits {
             rotational: true,
             queue_depth: p.queue_depth,
@@ -352,7 +354,13 @@ impl Hdd {
 
     /// [`Hdd::position`] to `lba`, already located at `place` (a job's
     /// start is located once, at submission).
-    fn position_placed(&mut self, lba: Sector, place: Place, ready: Instant, write: bool) -> Instant {
+    fn position_placed(
+        &mut self,
+        lba: Sector,
+        place: Place,
+        ready: Instant,
+        write: bool,
+    ) -> Instant {
         let t = self.reach_place(self.head, place, ready, write);
         if place.cylinder != self.head.cylinder {
             self.done.stats.seeks += 1;

@@ -454,7 +454,10 @@ mod tests {
             [ns.saturating_sub(1), ns, ns + 1]
         });
         let random = (0..20_000).map(|i| rng.below([3_000_000, 40_000_000, 2_000_000_000][i % 3]));
-        let mut samples: Vec<u64> = near_edges.chain(random).chain([0, u64::MAX >> 12]).collect();
+        let mut samples: Vec<u64> = near_edges
+            .chain(random)
+            .chain([0, u64::MAX >> 12])
+            .collect();
         for &ns in &samples {
             let ms = Duration(ns).as_millis_f64();
             let searched = edges.partition_point(|&e| e <= ms).min(edges.len() - 1);
@@ -481,7 +484,10 @@ mod tests {
             validate_reader(reader, "ibm18es")
         };
         let e = run(2 * BATCH + 7, "R Miss 1000 8 soon 1000.0").unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(2 * BATCH + 7), Some("service")));
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(2 * BATCH + 7), Some("service"))
+        );
         let e = run(BATCH + 1, "W Hit 99999999999 8 5000.0 1000.0").unwrap_err();
         assert_eq!((e.line, e.key.as_deref()), (Some(BATCH + 1), Some("blkno")));
         assert_eq!(run(0, "").unwrap().requests, 3 * BATCH);

@@ -1000,7 +1000,11 @@ fn plain_u64(field: &[u8]) -> Option<u64> {
     if field.is_empty() || field.len() > 19 || !field.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(field.iter().fold(0u64, |v, &b| v * 10 + u64::from(b - b'0')))
+    Some(
+        field
+            .iter()
+            .fold(0u64, |v, &b| v * 10 + u64::from(b - b'0')),
+    )
 }
 
 /// [`TraceReader::parse_mqsim`] for a plain line (see [`fast_fields`]);

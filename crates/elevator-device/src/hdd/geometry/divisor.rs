@@ -95,7 +95,19 @@ mod tests {
 
     #[test]
     fn divides_as_the_hardware_does() {
-        let edges = [0, 1, 2, 3, 7, 8, 9, 1 << 32, (1 << 32) - 1, u64::MAX - 1, u64::MAX];
+        let edges = [
+            0,
+            1,
+            2,
+            3,
+            7,
+            8,
+            9,
+            1 << 32,
+            (1 << 32) - 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
         let mut divisors: Vec<u64> = vec![1, 2, 3, 5, 7, 10, 63, 64, 65, 3, 8_333_333];
         divisors.extend((0..64).map(|k| 1u64 << k));
         divisors.extend((1..64).map(|k| (1u64 << k) - 1));
