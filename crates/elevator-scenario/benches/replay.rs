@@ -8,6 +8,8 @@
 //!   this machine class (../shared/reference/devices-workloads-traces.md
 //!   §6 and the measurement); the goal is 400 times that, 5.2
 //!   million per second, 192 ms for the million.
+//! - `parse/ibm18es-1M`: the same million lines through the reader alone
+//!   (what `validate`'s parsing thread does, a batch ahead of the replay).
 //! - `replay/nvme-1M-open`: a one-million-request MQSim-format trace (4 KiB
 //!   random reads from 4 devices, 100,000 per second) parsed and replayed
 //!   open loop through the engine under noop on `nvme`.
@@ -62,6 +64,19 @@ fn bench(c: &mut Criterion) {
             );
             let v = validate_reader(reader, "ibm18es").expect("valid trace");
             assert_eq!(v.requests as u64, REQUESTS);
+        })
+    });
+
+    // The reader alone, as the parsing thread of `validate` runs it.
+    group.bench_function("parse/ibm18es-1M", |b| {
+        b.iter(|| {
+            let reader = TraceReader::new(
+                "ibm18es x100",
+                disksim.as_bytes(),
+                TraceFormat::DisksimValidate,
+            );
+            let n = reader.map(|r| r.expect("valid trace")).count();
+            assert_eq!(n as u64, REQUESTS);
         })
     });
 
