@@ -196,10 +196,11 @@ fn bfq_61_at_the_default_weight_leaves_the_readers_p99_at_noops() {
 /// writes: while the reader is weight-raised (its first 120000 sectors,
 /// `max_service_from_wr`: about 1.8 s on `ssd-sata-2016` and 1 s on `nvme`
 /// here), bfq plugs for it (`idling_needed_for_service_guarantees`: a
-/// raised queue with unraised busy queues beside it), the async tag share
-/// falls to 3/16 of `nr_requests` (`bfq_limit_depth`), and nothing is
-/// injected for a raised queue with a short think time (the fourth
-/// alternative in `bfq_select_queue`), so each read finds the device
+/// raised queue with unraised busy queues beside it), and nothing is
+/// injected meanwhile: 4.12 has no injection, and 6.1 injects nothing for
+/// a raised queue with a short think time (the fourth alternative in
+/// `bfq_select_queue`) and cuts the async tag share to 3/16 of
+/// `nr_requests` (`bfq_limit_depth`). So each read finds the device
 /// drained. Measured over a 500 ms reader, inside the raising, bfq's p99
 /// is far below that of every policy that leaves the read behind the
 /// device's queue of 512 KiB writes. The price is the writer's bandwidth
