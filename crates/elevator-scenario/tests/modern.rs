@@ -165,7 +165,7 @@ fn bfq_keeps_a_heavier_random_readers_p99_far_below_noop_and_mq_deadline() {
 /// raised queues only; 5.12's plugging for the only busy queue never
 /// applies, as the writeback always has a request waiting). The async tag
 /// share is every slot of an NCQ-31 drive (31 of `nr_requests` 62), and
-/// 6.0's per-queue share (`bfqq_request_over_limit`) halves it only while
+/// 2022's per-queue share (`bfqq_request_over_limit`) halves it only while
 /// the reader's entity is on a service tree, which between its reads it
 /// is not (its finish time is behind the virtual time, so it is
 /// forgotten). So its reads wait behind the writes in the device, as
