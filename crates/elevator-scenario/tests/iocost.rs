@@ -76,3 +76,30 @@ fn bad_iocost_lines_name_file_line_and_key() {
     let e = Scenario::parse("bad.toml", &bad).unwrap_err().to_string();
     assert!(e.contains("weight"), "{e}");
 }
+
+fn job<'a>(run: &'a RunReport, j: &str) -> &'a elevator_metrics::JobReport {
+    run.jobs
+        .iter()
+        .find(|x| x.name == j)
+        .unwrap_or_else(|| panic!("job {j}"))
+}
+
+#[test]
+fn qos_rlat_holds_the_read_p99_on_nvme() {
+    const QOS_NAME: &str = "iocost-qos-read-latency";
+    const QOS_TEXT: &str = include_str!("../../../scenarios/iocost-qos-read-latency.toml");
+    let held = builtin(QOS_NAME).expect("built-in").expect("valid");
+    let report = run(&held, &RunOptions::default(), &mut |_| {}).expect("runs");
+    let held = &report.runs[0];
+    let free_text = QOS_TEXT.replace("rpct=99", "rpct=0").replace("wpct=99", "wpct=0");
+    let free = Scenario::parse("rpct=0", &free_text).expect("valid");
+    let report = run(&free, &RunOptions::default(), &mut |_| {}).expect("runs");
+    let free = &report.runs[0];
+    for (label, r) in [("rpct=99", held), ("rpct=0", free)] {
+        let (reader, bulk) = (job(r, "reader"), group_iops(r, "bulk"));
+        println!(
+            "{label}: reader p50 {:.3} p99 {:.3} p99.9 {:.3} ms, {:.0} IOPS; bulk {bulk:.0} IOPS",
+            reader.lat_p50_ms, reader.lat_p99_ms, reader.lat_p999_ms, reader.iops
+        );
+    }
+}
