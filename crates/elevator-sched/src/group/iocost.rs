@@ -43,10 +43,13 @@
 //! enter (the kernel charges a bio merged into a request its size cost
 //! only); requests of the root group, and of a group with active children,
 //! pass uncharged as in the kernel, but there is no debt (`abs_vdebt`) since
-//! no request here must pass regardless. The kernel's `rq_wait` is time a
-//! bio that passed iocost waits for a request tag; here requests hold a
-//! block-layer slot before they reach us, so the wait we count is the time
-//! a request we let through waits in the inner policy before dispatch.
+//! no request here must pass regardless. The kernel's `rq_wait` is the
+//! time from a request's allocation (`alloc_time_ns`, taken before the tag
+//! wait, so after iocost let the bio through) to its start on the device
+//! (`start_time_ns`), added when it completes (`ioc_rqos_done`); here
+//! requests hold a block-layer slot before they reach us, so the wait we
+//! count is the time a request we let through waits in the inner policy
+//! before dispatch (added at completion, as the kernel does).
 //! The built-in profile is chosen once (`ioc_autop_idx` without the
 //! 10-second stepping between SSD profiles). Donation is 5.9's inuse
 //! give-away and take-back; 5.10 replaced it by `transfer_surpluses`,
@@ -81,6 +84,9 @@ const MAX_PERIOD_US: u64 = 1_000_000;
 const MARGIN_PCT: u64 = 50;
 /// `INUSE_MARGIN_PCT`: a donor snaps back when within 10 % of a period.
 const INUSE_MARGIN_PCT: u64 = 10;
+/// `VTIME_VALID_DUR`: a group's vtime is not trusted after 5 minutes idle
+/// (the kernel's guard against vtime wrapping while vrate runs high).
+const VTIME_VALID_DUR_US: u64 = 300 * 1_000_000;
 /// `WAITQ_TIMER_MARGIN_PCT`: slack on a waiter's wake-up (a quarter of it
 /// is added so that waiters are woken in chunks).
 const WAITQ_TIMER_MARGIN_PCT: u64 = 5;
@@ -137,12 +143,15 @@ struct Iocg {
     waitq: VecDeque<(Request, u64)>,
 }
 
-/// A request handed to the inner policy: when, by whom, at what charge.
+/// A request handed to the inner policy: when (the kernel's
+/// `alloc_time_ns`), by whom, at what charge, and when the inner policy
+/// dispatched it to the device (`start_time_ns`).
 #[derive(Clone, Copy, Debug)]
 struct Released {
     group: Option<usize>,
     at: Instant,
     cost: u64,
+    started: Option<Instant>,
 }
 
 /// A policy behind iocost.
@@ -375,12 +384,21 @@ impl IoCost {
         }
         let vnow = self.vnow(now);
         let vmin = vnow.saturating_sub(self.margin_us * self.vrate);
+        let max_period_delta = VTIME_VALID_DUR_US.div_ceil(self.period_us);
         let group = &mut self.groups[g];
+        let last_period = group.active_period;
         group.active_period = self.cur_period;
         if group.vtime < vmin {
             let d = vmin - group.vtime;
             group.vtime += d;
             group.done_vtime += d;
+        } else if last_period + max_period_delta < self.cur_period {
+            // Idle longer than VTIME_VALID_DUR: its vtime is not trusted
+            // and restarts at vmin, even if that moves it back (an idle
+            // group has nothing in flight, so done_vtime == vtime).
+            let d = group.vtime - vmin;
+            group.vtime = vmin;
+            group.done_vtime = group.done_vtime.saturating_sub(d);
         }
         group.in_active_list = true;
         group.last_vtime = group.vtime;
@@ -430,6 +448,7 @@ impl IoCost {
                 group,
                 at: now,
                 cost,
+                started: None,
             },
         );
     }
@@ -752,8 +771,8 @@ impl Scheduler for IoCost {
         }
         match self.inner.dispatch(now) {
             Dispatch::Request(r) => {
-                if let Some(rel) = self.released.get(&r.id) {
-                    self.rq_wait_ns += now.since(rel.at).nanos();
+                if let Some(rel) = self.released.get_mut(&r.id) {
+                    rel.started = Some(now);
                 }
                 self.reason = None;
                 Dispatch::Request(r)
@@ -778,11 +797,13 @@ impl Scheduler for IoCost {
         }
         self.catch_up(now);
         let mut first: Option<Released> = None;
+        let mut started: Option<Instant> = None;
         for id in std::iter::once(request.id).chain(request.merged.iter().copied()) {
             if let Some(rel) = self.released.remove(&id) {
                 if let Some(g) = rel.group {
                     self.groups[g].done_vtime += rel.cost;
                 }
+                started = started.or(rel.started);
                 first = Some(match first {
                     Some(f) if f.at <= rel.at => f,
                     _ => rel,
@@ -790,8 +811,15 @@ impl Scheduler for IoCost {
             }
         }
         // ioc_rqos_done: met if the time since allocation, less the
-        // request's size cost, is within the direction's target.
+        // request's size cost, is within the direction's target; and the
+        // time from allocation to dispatch (`start_time_ns - alloc_time_ns`)
+        // is added to rq_wait. Both only for reads and writes (the kernel
+        // returns before either for other operations), both in the period
+        // the request completes in.
         if let (Some(rel), Some(rw)) = (first, dir(request.op)) {
+            if let Some(started) = started {
+                self.rq_wait_ns += started.since(rel.at).nanos();
+            }
             let on_q = now.since(rel.at).nanos();
             let pages = u64::from(request.sectors >> SECT_TO_PAGE_SHIFT);
             let page = if rw == 0 {
