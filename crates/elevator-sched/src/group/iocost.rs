@@ -965,6 +965,43 @@ mod tests {
         assert_eq!(c.period(), Duration::from_millis(100));
     }
 
+    /// `ioc_rqos_done` adds a request's wait between allocation and
+    /// dispatch to rq_wait when it completes, in the period it completes
+    /// in, and only for reads and writes.
+    #[test]
+    fn rq_wait_counts_at_completion_for_reads_and_writes_only() {
+        // From 1 s on: at time zero device vtime is zero and a group has
+        // no margin to start with.
+        let ms = |m: u64| Instant::ZERO + Duration::from_millis(1000 + m);
+        for op in [Op::Read, Op::Write, Op::Flush] {
+            let mut tree = GroupTree::default();
+            let a = tree.add("a", GroupId::ROOT, 100, IoMax::default());
+            let noop = crate::find("noop").unwrap().build_default(&limits());
+            // Default SSD parameters: no latency target, a 50 ms period.
+            let mut c = IoCost::new(noop, &tree, &limits(), None, None);
+            assert_eq!(c.period(), Duration::from_millis(50));
+            let mut first = Request::read(1, 1, 0, 8);
+            first.op = op;
+            first.group = a;
+            c.insert(first, ms(0));
+            // Let through at once, it waits 40 ms (80 % of the period) in
+            // the inner policy and completes after the first period ends.
+            let Dispatch::Request(first) = c.dispatch(ms(40)) else {
+                panic!("the request was not let through");
+            };
+            assert!(matches!(c.dispatch(ms(55)), Dispatch::Empty));
+            assert_eq!(c.busy_level(), 0, "{op:?}: counted at dispatch");
+            let mut second = Request::read(2, 1, 1 << 20, 8);
+            second.group = a;
+            c.insert(second, ms(55));
+            c.complete(&first, ms(60));
+            assert!(matches!(c.dispatch(ms(101)), Dispatch::Request(_)));
+            let busy = if op == Op::Flush { 0 } else { 1 };
+            assert_eq!(c.busy_level(), busy, "{op:?}");
+            c.check_invariants().unwrap();
+        }
+    }
+
     #[test]
     fn a_group_ahead_of_device_vtime_waits_and_weights_split_the_budget() {
         let mut tree = GroupTree::default();
