@@ -371,6 +371,10 @@ impl IoCost {
         if self.groups[g].level == 0 || self.groups[g].child_active_sum != 0 {
             return false;
         }
+        // The period stamp moves even if an active ancestor refuses the
+        // activation below, as in the kernel.
+        let last_period = self.groups[g].active_period;
+        self.groups[g].active_period = self.cur_period;
         let mut p = self.groups[g].parent;
         while let Some(x) = p {
             if self.groups[x].in_active_list {
@@ -386,8 +390,6 @@ impl IoCost {
         let vmin = vnow.saturating_sub(self.margin_us * self.vrate);
         let max_period_delta = VTIME_VALID_DUR_US.div_ceil(self.period_us);
         let group = &mut self.groups[g];
-        let last_period = group.active_period;
-        group.active_period = self.cur_period;
         if group.vtime < vmin {
             let d = vmin - group.vtime;
             group.vtime += d;
