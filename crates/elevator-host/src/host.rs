@@ -63,8 +63,8 @@ use crate::fs::nilfs2::{self, Log, Nilfs2Options, Run};
 use crate::fs::registry::FsType;
 use crate::fs::{FileId, FileSystem, Kind, NoSpace};
 use crate::params::{
-    HostParams, Readahead, Writeback, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM,
-    MMAP_READAROUND_PAGES, NRSYNC, PAGE_SIZE, DEF_PRIORITY, RATELIMIT_EXCEEDED_PAGES,
+    HostParams, Readahead, Writeback, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, DEF_PRIORITY,
+    MMAP_READAROUND_PAGES, NRSYNC, PAGE_SIZE, RATELIMIT_EXCEEDED_PAGES,
 };
 use crate::readahead::RaState;
 use crate::readahead24::Ra24;
@@ -1413,12 +1413,10 @@ impl Host {
             after = Some(pos);
             let mut from = base;
             while written < NRSYNC {
-                let Some((s, n)) = self.cache.start_writeback(
-                    file,
-                    from,
-                    base + CHUNK_PAGES,
-                    NRSYNC - written,
-                ) else {
+                let Some((s, n)) =
+                    self.cache
+                        .start_writeback(file, from, base + CHUNK_PAGES, NRSYNC - written)
+                else {
                     break;
                 };
                 self.issue(issuer, file, s, n, true, false, file, io);
@@ -1570,7 +1568,10 @@ impl Host {
             self.tags
                 .values()
                 .filter(|t| {
-                    t.write && t.file == file && t.page < base + CHUNK_PAGES && t.page + t.pages > base
+                    t.write
+                        && t.file == file
+                        && t.page < base + CHUNK_PAGES
+                        && t.page + t.pages > base
                 })
                 .map(|t| (t.owner, t.seq))
                 .min_by_key(|&(_, seq)| seq)
@@ -2603,10 +2604,7 @@ impl Part for Host {
                 (s.peak_dirty_pages * PAGE_SIZE) as f64 / 1e6,
             ),
             ("host_pages_evicted", self.cache.stats.pages_evicted as f64),
-            (
-                "host_reclaim_pages_written",
-                s.reclaim_pages_written as f64,
-            ),
+            ("host_reclaim_pages_written", s.reclaim_pages_written as f64),
             ("host_reclaim_stalls", s.reclaim_stalls as f64),
             ("host_overcommits", self.cache.stats.overcommits as f64),
         ];

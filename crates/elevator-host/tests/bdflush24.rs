@@ -127,7 +127,10 @@ fn bdflush_sleeps_below_nfract_wakes_above_it_and_stops_at_nfract_stop_bdflush()
         .all(|s| s.task == flusher));
     // Below nfract_sync the writer never wrote.
     assert_eq!(host.stats.pages_written_by_writers, 0);
-    assert!(host.row_stats(1).finished.is_some(), "writer {pid} ran to its end");
+    assert!(
+        host.row_stats(1).finished.is_some(),
+        "writer {pid} ran to its end"
+    );
 }
 
 #[test]
@@ -165,7 +168,11 @@ fn above_nfract_sync_the_writer_writes_itself_and_sleeps_for_requests() {
     assert!(s.pages_written_by_writers > 0);
     assert!(s.throttle_waits > 0, "the writer never slept for a request");
     // Never more than a chunk of pages past the limit before it writes.
-    assert!(s.peak_dirty_pages <= sync + 33, "{} dirty", s.peak_dirty_pages);
+    assert!(
+        s.peak_dirty_pages <= sync + 33,
+        "{} dirty",
+        s.peak_dirty_pages
+    );
     let task = host.task_of(pid).0;
     assert!(log.iter().any(|r| r.op == Op::Write && r.task == task));
 }
@@ -209,7 +216,7 @@ fn reclaim_writes_the_dirty_pages_it_meets_and_stalls_the_allocator() {
     println!(
         "2.4 reclaim, 80 MiB into a {} MiB cache: {} pages written by reclaim, {} stalls, \
          done at {:.2} s",
-        host.cache().capacity() * PAGE_SIZE >> 20,
+        (host.cache().capacity() * PAGE_SIZE) >> 20,
         s.reclaim_pages_written,
         s.reclaim_stalls,
         summary.end.as_secs_f64()
