@@ -1559,6 +1559,16 @@ impl Host {
                 from = s + n;
             }
         }
+        // `try_to_free_buffers` on a busy page wakes bdflush when dirty
+        // buffers are past `nfract`.
+        if let Writeback::Bdflush(p) = self.params.writeback {
+            let tot = self.params.buffer_pages();
+            if !scan.busy.is_empty()
+                && bdflush::balance_dirty_state(&p, self.cache.dirty(), tot) != DirtyState::Balanced
+            {
+                self.wakeup_bdflush(io);
+            }
+        }
         if scan.enough {
             return Ok(());
         }
