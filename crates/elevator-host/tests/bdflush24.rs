@@ -112,7 +112,7 @@ fn bdflush_sleeps_below_nfract_wakes_above_it_and_stops_at_nfract_stop_bdflush()
     // 20 % or below.
     let mut host = host_24(|_| {});
     let pid = writer(&mut host, 90 << 20, Duration::from_secs(10));
-    let (_, log) = common::run_24(&mut host, "ide-2003", 60);
+    let (summary, log) = common::run_24(&mut host, "ide-2003", 60);
     let dirty = host.cache().dirty();
     let stop = tot * u64::from(p.nfract_stop_bdflush) / 100;
     println!(
@@ -125,6 +125,13 @@ fn bdflush_sleeps_below_nfract_wakes_above_it_and_stops_at_nfract_stop_bdflush()
         .iter()
         .filter(|s| s.op == Op::Write)
         .all(|s| s.task == flusher));
+    // The buffer-head write path: every block its own request
+    // (`submit_bh`), merged below into IDE's 64 KiB at most.
+    assert!(summary.completed >= host.stats.pages_written);
+    assert!(log
+        .iter()
+        .filter(|s| s.op == Op::Write)
+        .all(|s| s.sectors <= 128));
     // Below nfract_sync the writer never wrote.
     assert_eq!(host.stats.pages_written_by_writers, 0);
     assert!(
