@@ -1,5 +1,5 @@
 //! 2.4's writeback: bdflush, kupdated, `balance_dirty` and the page
-//! reclaim that writes, as 2.4.19–2.4.21 had them. The host runs it under
+//! reclaim that writes, as 2.4.20–2.4.21 had them. The host runs it under
 //! [`Writeback::Bdflush`](crate::params::Writeback::Bdflush) (the
 //! `linux-2.4` preset); this module holds the decisions, `host.rs` the
 //! I/O.
@@ -19,9 +19,9 @@
 //!   the dirty buffers (not those under I/O) and `tot` =
 //!   `nr_free_buffer_pages()`, above `nfract` % it wakes bdflush, above
 //!   `nfract_sync` % the writer also calls `write_some_buffers` itself.
-//!   2.4.19 dropped the `wait_for_some_buffers` that followed ("writeout
-//!   scheduling", Andrew Morton, March 2002): the writer is throttled by
-//!   the request queue alone.
+//!   Andrew Morton's "writeout scheduling" change (lkml, March 2002; the
+//!   fs/buffer.c of 2.4.20) dropped the `wait_for_some_buffers` that
+//!   followed: the writer is throttled by the request queue alone.
 //! - **bdflush** writes `ndirty` = 500 buffers per cycle in calls of 32;
 //!   it sleeps when the list runs dry or when, after a cycle, dirty
 //!   buffers are at most `nfract_stop_bdflush` %. Unlike pdflush it never

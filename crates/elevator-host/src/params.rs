@@ -58,20 +58,20 @@ pub const RATELIMIT_EXCEEDED_PAGES: u64 = 8;
 pub const NR_REQUESTS: u32 = 128;
 
 /// `bdf_prm.nfract`, 30 %: above this share of `nr_free_buffer_pages()`
-/// dirty, `balance_dirty` wakes bdflush (fs/buffer.c, 2.4.19–2.4.21).
+/// dirty, `balance_dirty` wakes bdflush (fs/buffer.c, 2.4.20–2.4.21).
 pub const NFRACT: u32 = 30;
 /// `bdf_prm.ndirty`, 500: the buffers bdflush writes per wake-up cycle
-/// before it looks at `nfract_stop_bdflush` (fs/buffer.c, 2.4.19–2.4.21).
+/// before it looks at `nfract_stop_bdflush` (fs/buffer.c, 2.4.20–2.4.21).
 pub const NDIRTY: u64 = 500;
 /// `bdf_prm.nfract_sync`, 60 %: above it the dirtying process writes
-/// buffers itself in `balance_dirty` (fs/buffer.c, 2.4.19–2.4.21).
+/// buffers itself in `balance_dirty` (fs/buffer.c, 2.4.20–2.4.21).
 pub const NFRACT_SYNC: u32 = 60;
 /// `bdf_prm.nfract_stop_bdflush`, 20 %: bdflush sleeps once dirty
-/// buffers are below it (fs/buffer.c, 2.4.19–2.4.21; Andrew Morton's
+/// buffers are below it (fs/buffer.c, 2.4.20–2.4.21; Andrew Morton's
 /// "writeout scheduling" change of March 2002).
 pub const NFRACT_STOP_BDFLUSH: u32 = 20;
 /// `NRSYNC`, 32: the buffers one `write_some_buffers` call locks and
-/// submits (fs/buffer.c, 2.4.19–2.4.21).
+/// submits (fs/buffer.c, 2.4.20–2.4.21).
 pub const NRSYNC: u64 = 32;
 /// `DEF_PRIORITY`, 6: the first pass of 2.4's `try_to_free_pages` scans
 /// `nr_inactive_pages / 6` pages of the inactive list (mm/vmscan.c, 2.4).
@@ -198,7 +198,7 @@ pub enum Writeback {
     /// `balance_dirty_pages` in the writer (mm/page-writeback.c); reclaim
     /// never writes.
     Pdflush,
-    /// 2.4.19–2.4.21: bdflush and kupdated over the one list of dirty
+    /// 2.4.20–2.4.21: bdflush and kupdated over the one list of dirty
     /// buffers oldest first, `balance_dirty` in the writer (fs/buffer.c),
     /// and page reclaim that writes the dirty pages it meets and waits
     /// for them (mm/vmscan.c `shrink_cache`); see [`crate::bdflush`].
@@ -206,7 +206,7 @@ pub enum Writeback {
 }
 
 /// bdflush's tunables (`/proc/sys/vm/bdflush`, `bdf_prm` in fs/buffer.c of
-/// 2.4.19–2.4.21). `interval` and `age_buffer` are the host's
+/// 2.4.20–2.4.21). `interval` and `age_buffer` are the host's
 /// `dirty_writeback_centisecs` and `dirty_expire_centisecs` (5 s and 30 s
 /// in both kernels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
