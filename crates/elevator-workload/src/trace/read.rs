@@ -41,6 +41,14 @@
 //! that does not parse, or goes back in time, ends the stream with one
 //! [`TraceError`] naming the file, the line and the field.
 //!
+//! The two formats read by the million (DiskSim validation traces for
+//! `elevator validate`, MQSim traces) take a byte-level path for plain
+//! lines: fields of printable ASCII between ASCII whitespace, numbers as
+//! bare digits, decimals in integer arithmetic. Any other line, and any
+//! line that would be an error, goes the general way above, which reads
+//! it or names the error; the tests hold both paths to the same records
+//! and errors.
+//!
 //! Multi-device traces (MQSim's devices, MSR's disks) keep each device as
 //! its own process; the replay puts all of them on the one simulated
 //! device.
