@@ -75,8 +75,12 @@ fn bench(c: &mut Criterion) {
                 disksim.as_bytes(),
                 TraceFormat::DisksimValidate,
             );
-            let n = reader.map(|r| r.expect("valid trace")).count();
-            assert_eq!(n as u64, REQUESTS);
+            let mut n = 0u64;
+            for record in reader {
+                record.expect("valid trace");
+                n += 1;
+            }
+            assert_eq!(n, REQUESTS);
         })
     });
 
