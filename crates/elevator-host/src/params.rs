@@ -282,7 +282,10 @@ pub const PRESETS: &[&str] = &["linux-2.6", "linux-2.4", "linux-2.6.32"];
 
 impl HostParams {
     /// The 2.5.6x/2.6.0 host of the 2003 benchmarks, with the kernel's
-    /// defaults.
+    /// defaults; where 2.5.61 and 2.6.0 differ it is 2.5.61, the kernel the
+    /// seed measured: a throttled writer waits until dirty memory is under
+    /// the limit ([`HostParams::throttle_until_below_limit`]) and no write
+    /// carries a sync hint ([`SyncWriteHint::Never`]).
     pub fn linux_2_6() -> Self {
         HostParams {
             preset: "linux-2.6".to_string(),
