@@ -105,6 +105,9 @@ pub(crate) struct HddParams {
     pub write_cache: bool,
     pub write_buffer_sectors: u64,
     pub write_buffer_runs: u32,
+    /// A write empties every read segment it overlaps (DiskSim), instead
+    /// of cutting it at the write's first sector.
+    pub write_empties_segment: bool,
     /// When a read's data may start across the bus; `None`: as soon as
     /// its first sector is read.
     pub read_watermark: Option<Watermark>,
@@ -246,7 +249,7 @@ impl Hdd {
             capacity: geo.capacity(),
         };
         let bus_ns_per_sector = SECTOR_SIZE as f64 * 1e9 / p.bus_rate;
-        let segments = Segments::new(p.segments, p.segment_sectors);
+        let segments = Segments::new(p.segments, p.segment_sectors, p.write_empties_segment);
         let dirty = DirtySet::new(p.write_buffer_sectors, p.write_buffer_runs as usize);
         let head = Head {
             cylinder: 0,
@@ -814,7 +817,11 @@ impl Device for Hdd {
             && self.space_at(len, now) == Some(now)
         {
             // Write-back: done once the data is in the buffer; it is
-            // written back from there once it is in.
+            // written back from there once it is in. What the read-ahead
+            // brought in while the drive was idle is settled first, so
+            // that the write invalidates it (DiskSim never hits on data
+            // older than a write to it: `disk_buffer_check_segments`).
+            self.settle_readahead(now);
             let acked = self.take_in(start, end, now + self.write_overhead());
             self.after_write = 1;
             self.done
@@ -936,6 +943,36 @@ mod tests {
 
     fn ms(n: u64) -> elevator_core::Duration {
         elevator_core::Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_write_invalidates_what_the_idle_read_ahead_brought_in() {
+        // A read, then a second of idleness: the read-ahead fills its
+        // segment (384 sectors past the read). A buffered write into that
+        // range arrives; a read of the old data after the written sectors
+        // must go to the media. With DiskSim's rule the whole segment
+        // goes, so the sectors before the write are misses too.
+        let probe = |empties: bool, sector: u64| {
+            let mut dev = profile("ide-2003", |t| {
+                t.replace(
+                    "write_cache = true",
+                    &format!("write_cache = true\nwrite_empties_segment = {empties}"),
+                )
+            });
+            let base = 2_000_000;
+            let idle = elevator_core::Duration::from_secs(1);
+            let t = serve(dev.as_mut(), &req(1, Op::Read, base, 8), Instant::ZERO) + idle;
+            let t = serve(dev.as_mut(), &req(2, Op::Write, base + 100, 8), t) + idle;
+            let done = serve(dev.as_mut(), &req(3, Op::Read, base + sector, 8), t);
+            done.since(t).as_millis_f64()
+        };
+        // A hit costs the hit overhead and the bus (0.14 ms here); a miss
+        // at least the 0.3 ms miss overhead.
+        let hit = |ms: f64| ms < 0.2;
+        assert!(!hit(probe(false, 200)), "stale read-ahead data served");
+        assert!(hit(probe(false, 50)));
+        assert!(!hit(probe(true, 200)));
+        assert!(!hit(probe(true, 50)));
     }
 
     #[test]

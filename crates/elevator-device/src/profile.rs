@@ -347,6 +347,20 @@ struct HddLayout {
     inner_sectors_per_track: Option<u32>,
     /// Rows of `[cylinders, sectors_per_track, track_skew, cylinder_skew]`.
     zone_table: Option<Vec<[u32; 4]>>,
+    /// Each zone's first cylinder (DiskSim's "First cylinder number"),
+    /// one per `zone_table` row; cylinders between zones are spares, not
+    /// mapped. Absent: each zone follows the one before.
+    zone_first_cylinders: Option<Vec<u32>>,
+    /// `[zone, blocks]` rows: unmapped blocks at a zone's front (DiskSim's
+    /// "Empty space at zone front").
+    zone_front_empty: Option<Vec<[u64; 2]>>,
+    /// `[zone, block]` rows: slipped blocks, by physical block number in
+    /// the zone (DiskSim's `slips` with "Sparing scheme used = 7", slips
+    /// to the zone's end).
+    zone_slips: Option<Vec<[u64; 2]>>,
+    /// `[zone, tracks]` rows: spare tracks at a zone's end, not mapped
+    /// (DiskSim's "Number of spares" with "Sparing scheme used = 1").
+    zone_spare_tracks: Option<Vec<[u64; 2]>>,
 }
 
 #[derive(Deserialize)]
@@ -375,6 +389,10 @@ struct HddCache {
     write_cache: bool,
     write_buffer_sectors: u32,
     write_buffer_runs: u32,
+    /// A write empties every read segment it overlaps, as DiskSim's
+    /// `disk_buffer_set_segment` does (default false: a segment keeps its
+    /// sectors before the write).
+    write_empties_segment: Option<bool>,
     /// DiskSim's "High (read) water mark": the fraction of a read (of its
     /// segment, without `watermark_by_request_size`) that must be in the
     /// buffer before its data starts across the bus. Absent: the data
@@ -412,8 +430,11 @@ impl HddFile {
             0.0..=20.0,
         )?;
         let settle = c.check("mechanics.write_settle_ms", m.write_settle_ms, 0.0..=20.0)?;
-        let zones = self.layout.zones(c, rpm, hs, cs)?;
-        let cylinders: u32 = zones.iter().map(|z| z.cylinders).sum();
+        let mut zones = self.layout.zones(c, rpm, hs, cs)?;
+        self.layout.spares(c, surfaces, &mut zones)?;
+        let cylinders: u32 = zones.iter().fold(0, |end, z| {
+            z.first_cylinder.unwrap_or(end).max(end) + z.cylinders
+        });
         let seek = m.seek(c, cylinders)?;
         let ctl = &self.controller;
         let read_miss = c.check(
@@ -510,6 +531,7 @@ impl HddFile {
             write_cache: k.write_cache,
             write_buffer_sectors: u64::from(wb),
             write_buffer_runs: runs,
+            write_empties_segment: k.write_empties_segment.unwrap_or(false),
             read_watermark,
             queue_depth,
             max_sectors,
@@ -572,6 +594,84 @@ impl HddMechanics {
 }
 
 impl HddLayout {
+    /// Spare cylinders between zones, empty zone fronts and slipped blocks
+    /// (DiskSim's `dm_layout_g1`, see `hdd::geometry`), checked against
+    /// the zones they name.
+    fn spares(&self, c: &Ctx, surfaces: u32, zones: &mut [ZoneSpec]) -> Result<(), ProfileError> {
+        if let Some(firsts) = &self.zone_first_cylinders {
+            let key = "layout.zone_first_cylinders";
+            if firsts.len() != zones.len() {
+                return Err(c.error(
+                    key,
+                    format!("has {} entries for {} zones", firsts.len(), zones.len()),
+                ));
+            }
+            let mut end = 0u32;
+            for (n, (z, &first)) in zones.iter_mut().zip(firsts).enumerate() {
+                if first < end {
+                    return Err(c.error(
+                        &format!("{key}[{n}]"),
+                        format!("cylinder {first} is inside the zone before (it ends at {end})"),
+                    ));
+                }
+                z.first_cylinder = Some(first);
+                end = first.saturating_add(z.cylinders);
+            }
+        }
+        let count = zones.len();
+        let zone = |key: &str, n: usize, row: [u64; 2]| -> Result<usize, ProfileError> {
+            usize::try_from(row[0])
+                .ok()
+                .filter(|&z| z < count)
+                .ok_or_else(|| {
+                    c.error(
+                        &format!("{key}[{n}]"),
+                        format!("zone {} does not exist ({count} zones)", row[0]),
+                    )
+                })
+        };
+        let blocks = |z: &ZoneSpec| {
+            u64::from(z.cylinders) * u64::from(surfaces) * u64::from(z.sectors_per_track)
+        };
+        for (n, &row) in self.zone_front_empty.iter().flatten().enumerate() {
+            let key = "layout.zone_front_empty";
+            let i = zone(key, n, row)?;
+            zones[i].front_empty = row[1];
+        }
+        for (n, &row) in self.zone_slips.iter().flatten().enumerate() {
+            let key = "layout.zone_slips";
+            let i = zone(key, n, row)?;
+            let z = &mut zones[i];
+            if row[1] >= blocks(z) || z.slips.last().is_some_and(|&last| row[1] <= last) {
+                return Err(c.error(
+                    &format!("{key}[{n}]"),
+                    format!(
+                        "block {} of zone {i}: slips must rise within a zone and stay below \
+                         its {} blocks",
+                        row[1],
+                        blocks(z)
+                    ),
+                ));
+            }
+            z.slips.push(row[1]);
+        }
+        for (n, &row) in self.zone_spare_tracks.iter().flatten().enumerate() {
+            let key = "layout.zone_spare_tracks";
+            let i = zone(key, n, row)?;
+            let z = &mut zones[i];
+            z.end_spare = row[1].saturating_mul(u64::from(z.sectors_per_track));
+        }
+        for (i, z) in zones.iter().enumerate() {
+            if z.front_empty.saturating_add(z.end_spare) + z.slips.len() as u64 >= blocks(z) {
+                return Err(c.error(
+                    "layout.zone_front_empty",
+                    format!("zone {i} has no block left after its empty front, slips and spares"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The zones, from the explicit table or generated from the outer and
     /// inner track sizes (equal cylinder counts, sectors per track falling
     /// linearly with the radius).
@@ -601,6 +701,7 @@ impl HddLayout {
                             sectors_per_track: spt,
                             track_skew: ts,
                             cylinder_skew: cks,
+                            ..ZoneSpec::default()
                         })
                     })
                     .collect()
@@ -640,6 +741,7 @@ impl HddLayout {
                             sectors_per_track: spt,
                             track_skew: skew_for(ms(hs), rpm, spt),
                             cylinder_skew: skew_for(ms(cs), rpm, spt),
+                            ..ZoneSpec::default()
                         }
                     })
                     .collect())
