@@ -7,7 +7,7 @@
 //! ms, hp_c3323a 0.306 ms. Ours: ibm18es 0.133 ms (once the model laid out
 //! DiskSim's spare cylinders, empty zone front and slipped blocks, and a
 //! write emptied the read segments it overlaps, the replay agrees with
-//! DiskSim 4.0's own to within 0.05 ms on 98 % of the requests),
+//! DiskSim 4.0's own to within 0.05 ms on 99 % of the requests),
 //! hp_c3323a 0.263 ms (below DiskSim's: the read watermark, the
 //! after-write overheads and the read completion overhead; its spare
 //! tracks and zone front, laid out as DiskSim does, raised it from 0.239).
