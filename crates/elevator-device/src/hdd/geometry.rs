@@ -32,7 +32,12 @@
 //! sparing ("Sparing scheme used = 1", `g1_ltop_trackspare`) a zone's
 //! "Number of spares" tracks at its end are not mapped. Slips do not
 //! move the skew (DiskSim adds slip offsets to the skew only for the
-//! per-cylinder and per-track sparing schemes). All in-zone arithmetic is
+//! per-cylinder and per-track sparing schemes). One departure: DiskSim
+//! counts the slips of the cylinder an LBA falls on before slipping, so an
+//! LBA pushed into the next cylinder skips none of that cylinder's slips;
+//! we skip every slipped block at or before it (the two differ only for
+//! the few LBAs that slips push across a cylinder boundary onto another
+//! slip). All in-zone arithmetic is
 //! done on physical block numbers, so a run across a slipped block takes
 //! one more sector time, as the head passes the slipped block.
 //!
