@@ -279,7 +279,19 @@ pub fn import_disksim_with(
             message: "no `source X.diskspecs` line: which drive?".into(),
         })?;
     let spec_name = spec_path.display().to_string();
-    let (disk_items, _) = assignments(&spec_name, &read(&spec_path)?);
+    let spec_text = read(&spec_path)?;
+    // The disk spec's block name (`disksim_disk IBM_DNES-309170W_validate {`).
+    let spec_block = spec_text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("disksim_disk "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|b| {
+            b.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        })
+        .map(|b| format!(" {b}"))
+        .unwrap_or_default();
+    let (disk_items, _) = assignments(&spec_name, &spec_text);
     let model_file = disk_items
         .iter()
         .find(|a| a.key == "Model")
@@ -331,7 +343,7 @@ pub fn import_disksim_with(
     let _ = writeln!(t, "kind = \"hdd\"");
     let _ = writeln!(
         t,
-        "description = \"{name}, imported from DiskSim's validated model\"\n"
+        "description = \"{name}, imported from DiskSim's validated model{spec_block}\"\n"
     );
 
     // Interface.

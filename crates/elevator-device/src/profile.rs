@@ -50,7 +50,7 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ),
     (
         "ibm18es",
-        "IBM Ultrastar 18ES (DNES-309170W), 9 GB, from DiskSim's validated model",
+        "ibm18es, imported from DiskSim's validated model IBM_DNES-309170W_validate",
         include_str!("../profiles/ibm18es.toml"),
     ),
     (
