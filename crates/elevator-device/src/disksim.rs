@@ -479,6 +479,10 @@ pub fn import_disksim_with(
     let mut fronts: Vec<(usize, u64, String)> = Vec::new();
     let mut slips: Vec<(usize, u64)> = Vec::new();
     let mut spares: Vec<(usize, u64)> = Vec::new();
+    let mut offsets: Vec<(usize, u64)> = Vec::new();
+    // "Offset of first block" is in sectors unless "Skew units" says
+    // revolutions (layout_g1_zone.modspec); only sectors are read.
+    let offsets_in_sectors = model.find("Skew units").is_none();
     for (z, &start) in starts.iter().enumerate() {
         let next_zone = starts.get(z + 1).copied().unwrap_or(model.items.len());
         let end = (start + 1..next_zone)
@@ -520,6 +524,14 @@ pub fn import_disksim_with(
             if v > 0.0 {
                 let a = &model.items[i];
                 fronts.push((z, v as u64, format!("{}:{}", a.file, a.line)));
+            }
+        }
+        if offsets_in_sectors {
+            if let Some(i) = (start..end).find(|&i| model.items[i].key == "Offset of first block") {
+                let v = model.number(i)?;
+                if v > 0.0 {
+                    offsets.push((z, v as u64));
+                }
             }
         }
         if track_sparing {
@@ -629,6 +641,17 @@ pub fn import_disksim_with(
             .map(|(z, v, _)| format!("[{z}, {v}]"))
             .collect();
         let _ = write!(t, "zone_front_empty = [{}", rows.join(", "));
+    }
+    if !offsets.is_empty() {
+        let _ = writeln!(
+            t,
+            "]\n# [zone, \"Offset of first block\"] in sectors ({model_name}).\n\
+             zone_first_block_offset = ["
+        );
+        for chunk in offsets.chunks(6) {
+            let row: Vec<String> = chunk.iter().map(|(z, n)| format!("[{z}, {n}]")).collect();
+            let _ = writeln!(t, "  {},", row.join(", "));
+        }
     }
     if !spares.is_empty() {
         let _ = writeln!(

@@ -603,9 +603,16 @@ impl Hdd {
         self.segments.invalidate(job.start, job.end, None);
         let ready = t + self.write_overhead();
         let mut arrive = self.position(job.start, ready, true);
-        // The sectors cannot be written before the host has sent them.
+        // A sector cannot be written before the host has sent it. The head
+        // writes each sector as it passes if its data is in by then, as
+        // DiskSim does sector by sector (`disk_buffer_sector_done`,
+        // "Calc sector by sector"): with both rates steady, the first and
+        // the last sector are the ones to check. Otherwise the write waits
+        // for all its data and the next pass.
         let data_in = ready + self.bus(len);
-        if data_in > arrive {
+        let first_in = ready + self.bus(1);
+        let last_under_head = self.geo.run_start(job.start, len.saturating_sub(1), arrive);
+        if first_in > arrive || data_in > last_under_head {
             let angle = self.geo.locate(job.start).angle_ns;
             arrive = data_in + self.geo.rotational_wait(angle, data_in);
         }
@@ -1000,6 +1007,26 @@ mod tests {
         for t in &times[1..] {
             assert!((7.5..9.0).contains(t), "{times:?}");
         }
+    }
+
+    #[test]
+    fn without_write_cache_sectors_are_written_as_their_data_arrives() {
+        // A slow bus (3.5 MB/s, 0.146 ms a sector) and no write cache. A
+        // write right behind the previous one finds its first sector just
+        // gone: it comes round a revolution (8.33 ms) later. By then the
+        // first sectors of the 60 are in, though not all (8.78 ms of bus):
+        // the head writes each as it passes and the last one's data is in
+        // before the head reaches it, as DiskSim writes sector by sector.
+        // Waiting for all 60 first would cost another revolution.
+        let mut dev = profile("ide-2003", |t| {
+            t.replace("write_cache = true", "write_cache = false")
+                .replace("transfer_mb_per_s = 100.0", "transfer_mb_per_s = 3.5")
+        });
+        let t = serve(dev.as_mut(), &req(1, Op::Write, 0, 8), Instant::ZERO);
+        let done = serve(dev.as_mut(), &req(2, Op::Write, 8, 60), t);
+        let ms = done.since(t).as_millis_f64();
+        // A revolution, then 60 of the track's 845 sectors (0.6 ms).
+        assert!((8.5..10.0).contains(&ms), "{ms}");
     }
 
     #[test]

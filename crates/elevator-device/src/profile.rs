@@ -361,6 +361,9 @@ struct HddLayout {
     /// `[zone, tracks]` rows: spare tracks at a zone's end, not mapped
     /// (DiskSim's "Number of spares" with "Sparing scheme used = 1").
     zone_spare_tracks: Option<Vec<[u64; 2]>>,
+    /// `[zone, sectors]` rows: how far round from angle 0 a zone's first
+    /// block lies (DiskSim's "Offset of first block").
+    zone_first_block_offset: Option<Vec<[u64; 2]>>,
 }
 
 #[derive(Deserialize)]
@@ -660,6 +663,12 @@ impl HddLayout {
             let i = zone(key, n, row)?;
             let z = &mut zones[i];
             z.end_spare = row[1].saturating_mul(u64::from(z.sectors_per_track));
+        }
+        for (n, &row) in self.zone_first_block_offset.iter().flatten().enumerate() {
+            let key = format!("layout.zone_first_block_offset[{n}]");
+            let i = zone("layout.zone_first_block_offset", n, row)?;
+            let spt = zones[i].sectors_per_track;
+            zones[i].first_block_offset = c.check(&key, row[1], 0..=u64::from(spt - 1))? as u32;
         }
         for (i, z) in zones.iter().enumerate() {
             if z.front_empty.saturating_add(z.end_spare) + z.slips.len() as u64 >= blocks(z) {

@@ -30,7 +30,9 @@
 //! loses one block at its end for each ("Sparing scheme used = 7",
 //! `SECTATEND_SPARING`, slips slip to the end of the zone). With track
 //! sparing ("Sparing scheme used = 1", `g1_ltop_trackspare`) a zone's
-//! "Number of spares" tracks at its end are not mapped. Slips do not
+//! "Number of spares" tracks at its end are not mapped. A zone's first
+//! block may be rotated from angle 0 ("Offset of first block", in sectors:
+//! `firstblkangle` in `g1_map_pbn_skew`). Slips do not
 //! move the skew (DiskSim adds slip offsets to the skew only for the
 //! per-cylinder and per-track sparing schemes). One departure: DiskSim
 //! counts the slips of the cylinder an LBA falls on before slipping, so an
@@ -68,6 +70,9 @@ pub struct ZoneSpec {
     /// Unmapped blocks at the zone's end (DiskSim's spare tracks,
     /// "Number of spares" with "Sparing scheme used = 1").
     pub end_spare: u64,
+    /// Sectors by which the zone's first block is rotated from angle 0
+    /// (DiskSim's "Offset of first block", `firstblkangle`, in sectors).
+    pub first_block_offset: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -80,6 +85,7 @@ struct Zone {
     cylinder_skew: u64,
     front_empty: u64,
     slips: Vec<u64>,
+    first_block_offset: u64,
 }
 
 impl Zone {
@@ -147,6 +153,7 @@ impl Geometry {
                 cylinder_skew: u64::from(z.cylinder_skew) % spt,
                 front_empty: z.front_empty,
                 slips: z.slips.clone(),
+                first_block_offset: u64::from(z.first_block_offset) % spt,
             });
             lba += sectors;
             cylinder = first_cylinder + z.cylinders;
@@ -176,7 +183,11 @@ impl Geometry {
         let z = &self.zones[zone];
         let track = p / z.spt;
         let cyl = track / self.surfaces;
-        let slot = ((track - cyl) * z.track_skew + cyl * z.cylinder_skew + p % z.spt) % z.spt;
+        let slot = (z.first_block_offset
+            + (track - cyl) * z.track_skew
+            + cyl * z.cylinder_skew
+            + p % z.spt)
+            % z.spt;
         mul_div(slot, self.rev_ns, z.spt)
     }
 
@@ -204,7 +215,11 @@ impl Geometry {
         // cylinder switch `cylinder_skew`.
         let head_switches = track - cyl_in_zone;
         // Products stay far below 2^64: tracks per zone times a skew.
-        let slot = (head_switches * z.track_skew + cyl_in_zone * z.cylinder_skew + sector) % z.spt;
+        let slot = (z.first_block_offset
+            + head_switches * z.track_skew
+            + cyl_in_zone * z.cylinder_skew
+            + sector)
+            % z.spt;
         Place {
             cylinder: z.first_cylinder + cyl_in_zone as u32,
             head: head as u32,
@@ -517,6 +532,7 @@ mod tests {
         let second = ZoneSpec {
             first_cylinder: Some(11),
             end_spare: 2 * 400,
+            first_block_offset: 48,
             ..z(10, 400)
         };
         Geometry::new(&[first, second], 2, 7200, Duration::from_micros(1500))
@@ -525,6 +541,7 @@ mod tests {
     #[test]
     fn spares_and_slips_move_lbas_as_disksim_lays_them_out() {
         let g = spared();
+        let rev = g.revolution_ns();
         // Zone 0 loses its empty front and its three slipped blocks, zone
         // 1 its two spare tracks.
         assert_eq!(g.capacity(), (12_000 - 600 - 3) + (8_000 - 800));
@@ -537,10 +554,13 @@ mod tests {
         assert_eq!(g.locate(49).angle_ns, g.locate_physical_for_test(0, 649));
         assert_eq!(g.locate(50).angle_ns, g.locate_physical_for_test(0, 651));
         assert_eq!(g.locate(99).angle_ns, g.locate_physical_for_test(0, 701));
-        // The second zone starts on cylinder 11: cylinder 10 is a spare.
-        assert_eq!(g.locate(12_000 - 603).cylinder, 11);
+        // The second zone starts on cylinder 11: cylinder 10 is a spare;
+        // its first block is 48 sectors round from angle 0.
+        let second = g.locate(12_000 - 603);
+        assert_eq!(second.cylinder, 11);
+        assert_eq!(second.angle_ns, 48 * rev / 400);
+        assert_eq!(second.angle_ns, g.locate_physical_for_test(1, 0));
         // Reading over a slipped block takes one more sector time.
-        let rev = g.revolution_ns();
         let over_slip = g.run_end(40, 20, Instant::ZERO).nanos();
         assert_eq!(over_slip, 21 * rev / 600);
         let clear = g.run_end(200, 20, Instant::ZERO).nanos();
