@@ -29,7 +29,9 @@
 //!   for that room, then crosses the bus. Write-back ends any read-ahead; a
 //!   read miss waits for the piece in progress, then seeks; a flush waits
 //!   for everything buffered. With the cache off, a write completes when
-//!   it is on the media.
+//!   it is on the media; the head writes each sector as it passes if its
+//!   data has crossed the bus by then (DiskSim's sector-by-sector buffer),
+//!   else the write waits for all its data and the next pass.
 //! * **Queueing**: depth 1 is plain FIFO; with NCQ the drive picks the
 //!   queued command with the shortest positioning time (SPTF), with an age
 //!   limit against starvation. A flush is a barrier: commands queued before
@@ -67,10 +69,10 @@
 //! Validation: replaying DiskSim's validation traces (the real drives'
 //! measured service times) on profiles made by `elevator device
 //! import-disksim` from DiskSim's own files gives demerits (RMS distance
-//! between the two distributions) of 0.263 ms for the HP C3323A (DiskSim's
-//! own model: 0.306 ms) and 0.133 ms for the IBM 18ES (DiskSim: 0.135 ms;
-//! on that trace 99 % of our service times are within 0.05 ms of DiskSim
-//! 4.0's own); `elevator-scenario/tests/validate.rs` holds both under
+//! between the two distributions) of 0.291 ms for the HP C3323A (DiskSim's
+//! own model: 0.306 ms) and 0.133 ms for the IBM 18ES (DiskSim: 0.135 ms);
+//! on both traces 99 % of our service times are within 0.05 ms of DiskSim
+//! 4.0's own. `elevator-scenario/tests/validate.rs` holds both under
 //! ceilings.
 //!
 //! Invariants: at most one mechanical operation at a time; whenever a
