@@ -85,6 +85,14 @@ fn both_drives_import_and_load() {
         .profile
         .contains("zone_spare_tracks = [\n  [0, 224], [1, 35],"));
     assert!(!hp.warnings.iter().any(|w| w.contains("Number of spares")));
+    // ... and rotates each zone's first block ("Offset of first block").
+    assert!(hp
+        .profile
+        .contains("zone_first_block_offset = [\n  [1, 48], [2, 23], [3, 47],"));
+    assert!(!hp
+        .warnings
+        .iter()
+        .any(|w| w.contains("Offset of first block")));
     assert!(hp.profile.contains("write_cache = false"));
     assert!(hp.profile.contains("read_completion_ms = 0.241"));
     assert!(hp
