@@ -611,6 +611,7 @@ impl HddLayout {
             }
             let mut end = 0u32;
             for (n, (z, &first)) in zones.iter_mut().zip(firsts).enumerate() {
+                let first = c.check(&format!("{key}[{n}]"), first, 0..=10_000_000)?;
                 if first < end {
                     return Err(c.error(
                         &format!("{key}[{n}]"),
@@ -671,7 +672,8 @@ impl HddLayout {
             zones[i].first_block_offset = c.check(&key, row[1], 0..=u64::from(spt - 1))? as u32;
         }
         for (i, z) in zones.iter().enumerate() {
-            if z.front_empty.saturating_add(z.end_spare) + z.slips.len() as u64 >= blocks(z) {
+            let unmapped = z.front_empty.saturating_add(z.end_spare);
+            if unmapped.saturating_add(z.slips.len() as u64) >= blocks(z) {
                 return Err(c.error(
                     "layout.zone_front_empty",
                     format!("zone {i} has no block left after its empty front, slips and spares"),
@@ -971,6 +973,49 @@ mod tests {
             let head: toml::Table = toml::from_str(text).unwrap();
             assert_eq!(head["description"].as_str(), Some(*desc), "{name}");
         }
+    }
+
+    #[test]
+    fn spare_and_slip_keys_are_checked_against_their_zones() {
+        let base = include_str!("../profiles/ide-2003.toml");
+        let layout = |extra: &str| {
+            let mut t = String::new();
+            for line in base.lines() {
+                if line.starts_with("cylinders =") {
+                    continue;
+                }
+                t.push_str(line);
+                t.push('\n');
+                if line == "[layout]" {
+                    t.push_str(extra);
+                }
+            }
+            t.replace("zones = ", "# zones = ")
+                .replace("outer_sectors_per_track", "# outer")
+                .replace("inner_sectors_per_track", "# inner")
+        };
+        let two = "zone_table = [[30000, 845, 100, 150], [30700, 442, 52, 78]]\n";
+        if let Err(e) = parse("t.toml", &layout(two)) {
+            panic!("{e}\n{}", layout(two));
+        }
+        let (_, key, message) = invalid(&layout(&format!(
+            "{two}zone_first_cylinders = [0, 29999]\n"
+        )));
+        assert_eq!(key, "layout.zone_first_cylinders[1]");
+        assert!(message.contains("inside the zone before"), "{message}");
+        let (_, key, message) = invalid(&layout(&format!("{two}zone_slips = [[2, 5]]\n")));
+        assert_eq!(key, "layout.zone_slips[0]");
+        assert!(message.contains("zone 2 does not exist"), "{message}");
+        let (_, key, _) = invalid(&layout(&format!("{two}zone_slips = [[0, 9], [0, 7]]\n")));
+        assert_eq!(key, "layout.zone_slips[1]");
+        let (_, key, _) = invalid(&layout(&format!(
+            "{two}zone_front_empty = [[1, 18446744073709551615]]\n"
+        )));
+        assert_eq!(key, "layout.zone_front_empty");
+        let (_, key, _) = invalid(&layout(&format!(
+            "{two}zone_first_block_offset = [[1, 442]]\n"
+        )));
+        assert_eq!(key, "layout.zone_first_block_offset[0]");
     }
 
     #[test]
