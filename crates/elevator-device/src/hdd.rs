@@ -679,8 +679,11 @@ impl Hdd {
         self.bus_free = ready;
         let watch = self.readahead.map(|ra| ra.segment);
         if self.segments.invalidate(start, end, watch) {
-            // The stream must not refill the stale range.
-            if let Some(ra) = &mut self.readahead {
+            if self.p.write_empties_segment {
+                // Its segment is gone: the stream must not refill it.
+                self.readahead = None;
+            } else if let Some(ra) = &mut self.readahead {
+                // The stream must not refill the stale range.
                 ra.limit = ra.limit.min(start.max(ra.origin));
             }
         }
