@@ -108,6 +108,9 @@ pub(crate) struct HddParams {
     /// When a read's data may start across the bus; `None`: as soon as
     /// its first sector is read.
     pub read_watermark: Option<Watermark>,
+    /// Sectors read ahead past a read miss before the next command that
+    /// misses may take the heads (DiskSim's "Minimum read-ahead (blks)").
+    pub min_read_ahead: u64,
     pub queue_depth: u32,
     pub max_sectors: u32,
     /// A queued command older than this is served next regardless of
@@ -177,6 +180,10 @@ struct ReadAhead {
     origin: Sector,
     origin_at: Instant,
     limit: Sector,
+    /// The stream holds the heads against a command that misses until it
+    /// has read up to here (the minimum read-ahead; `origin` or less when
+    /// there is none).
+    hold: Sector,
 }
 
 /// Write data on its way from the host into the buffer: sectors
@@ -395,6 +402,17 @@ impl Hdd {
         });
     }
 
+    /// When a command that misses, arriving at `t`, may take the heads:
+    /// once the running stream has read up to its `hold`.
+    fn released_at(&self, t: Instant) -> Instant {
+        match self.readahead {
+            Some(ra) if ra.hold > ra.origin => {
+                t.max(self.geo.run_end(ra.origin, ra.hold - ra.origin, ra.origin_at))
+            }
+            _ => t,
+        }
+    }
+
     /// The heads at `t`, counting read-ahead, without changing state.
     fn head_at(&self, t: Instant) -> Head {
         match &self.readahead {
@@ -520,8 +538,10 @@ impl Hdd {
                         .run_end(ra.origin, job.end - ra.origin, ra.origin_at)
                 };
                 let limit = (job.end + self.segments.segment_sectors).min(self.limits.capacity);
+                let hold = (job.end + self.p.min_read_ahead).min(limit);
                 if let Some(ra) = &mut self.readahead {
                     ra.limit = ra.limit.max(limit);
+                    ra.hold = ra.hold.max(hold);
                 }
                 self.segments.touch(ra.segment);
                 let start = match self.watermark(len) {
@@ -546,8 +566,11 @@ impl Hdd {
         if self.dirty.contains(job.start, job.end) || self.incoming.iter().any(buffered) {
             return hit_end;
         }
-        // A miss: the heads leave the stream. A segment holding the front
-        // of the request is continued, otherwise the oldest is reused.
+        // A miss: the heads leave the stream, once it has read its
+        // minimum. A segment holding the front of the request is
+        // continued, otherwise the oldest is reused.
+        let released = self.released_at(t);
+        self.settle_readahead(released);
         self.readahead = None;
         let (segment, seg_start, from) = match lookup {
             Lookup::Front(i) => {
@@ -556,7 +579,8 @@ impl Hdd {
             }
             _ => (self.segments.take_lru(), job.start, job.start),
         };
-        let ready = t + self.read_miss_overhead();
+        // The command is decoded while the stream finishes its minimum.
+        let ready = (t + self.read_miss_overhead()).max(released);
         let arrive = self.position(from, ready, false);
         let media_end = self.geo.run_end(from, job.end - from, arrive);
         // The segment grows as the stream passes (see settle_readahead).
@@ -568,6 +592,7 @@ impl Hdd {
             origin: from,
             origin_at: arrive,
             limit,
+            hold: (job.end + self.p.min_read_ahead).min(limit),
         });
         // Sectors go to the host as they come off the media, no faster than
         // the interface allows: the slower of the two sets the end.
