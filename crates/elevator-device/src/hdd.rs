@@ -1080,4 +1080,42 @@ mod tests {
         }
         assert_eq!(order, vec![1, 3, 2]);
     }
+
+    /// ide-2003 with `min_read_ahead_sectors` replaced by `n`.
+    fn min_read_ahead(n: u64) -> Box<dyn Device> {
+        profile("ide-2003", |t| {
+            let kept: Vec<&str> = t
+                .lines()
+                .filter(|l| !l.starts_with("min_read_ahead_sectors"))
+                .collect();
+            kept.join("\n") + &format!("\nmin_read_ahead_sectors = {n}\n")
+        })
+    }
+
+    #[test]
+    fn a_miss_waits_until_the_stream_has_read_its_minimum() {
+        let a = req(1, Op::Read, 2_000_000, 8);
+        let far = req(2, Op::Read, 40_000_000, 8);
+        // The stream's next 64 sectors, then one sector more.
+        let next = req(3, Op::Read, 2_000_008, 64);
+        let longer = req(4, Op::Read, 2_000_008, 65);
+        // A hit: 0.1 ms of command overhead and 64 sectors over a 100 MB/s bus.
+        let hit = elevator_core::Duration(100_000 + 64 * 512 * 10);
+        for (min, expect_hit) in [(64, true), (0, false)] {
+            let mut dev = min_read_ahead(min);
+            // The far read arrives the instant the first completes, as the
+            // next queued command does: only the minimum is read ahead.
+            let t = serve(dev.as_mut(), &a, Instant::ZERO);
+            let t = serve(dev.as_mut(), &far, t);
+            let mut probe = min_read_ahead(min);
+            let u = serve(probe.as_mut(), &a, Instant::ZERO);
+            let u = serve(probe.as_mut(), &far, u);
+            let served = serve(dev.as_mut(), &next, t).since(t);
+            assert_eq!(served == hit, expect_hit, "min {min}: {served:?}");
+            // One sector past the minimum is not in the buffer: the heads
+            // go back for it.
+            let beyond = serve(probe.as_mut(), &longer, u).since(u);
+            assert!(beyond > ms(1), "min {min}: {beyond:?}");
+        }
+    }
 }
