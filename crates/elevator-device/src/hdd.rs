@@ -15,7 +15,15 @@
 //!   segment while the drive is idle, up to one segment past the last
 //!   requested sector. How much it read is computed from the time that
 //!   elapsed, when the next command arrives; a read that continues the
-//!   stream is served as the head reaches it, without repositioning.
+//!   stream is served as the head reaches it, without repositioning. A
+//!   read that misses takes the heads only once the stream has read
+//!   `min_read_ahead` sectors past the last request it served (DiskSim's
+//!   "Minimum read-ahead (blks)": `disk_buffer_stopable_access` in
+//!   disksim_diskctlr.c refuses to stop such a prefetch; SCSI's MINIMUM
+//!   PRE-FETCH, caching mode page 08h). With none, a command queued behind
+//!   a read stops its read-ahead at once, and interleaved streams find
+//!   nothing in their segments. Writes (write-through and write-back)
+//!   still stop it at once, and the SPTF key ignores it.
 //! * **Write cache**: with it on, a write completes once its data has
 //!   crossed the bus into the buffer (write data crosses one command after
 //!   another). Write-back (destaging) runs on its own timeline whenever
@@ -406,9 +414,11 @@ impl Hdd {
     /// once the running stream has read up to its `hold`.
     fn released_at(&self, t: Instant) -> Instant {
         match self.readahead {
-            Some(ra) if ra.hold > ra.origin => {
-                t.max(self.geo.run_end(ra.origin, ra.hold - ra.origin, ra.origin_at))
-            }
+            Some(ra) if ra.hold > ra.origin => t.max(self.geo.run_end(
+                ra.origin,
+                ra.hold - ra.origin,
+                ra.origin_at,
+            )),
             _ => t,
         }
     }
