@@ -22,8 +22,10 @@
 //!   disksim_diskctlr.c refuses to stop such a prefetch; SCSI's MINIMUM
 //!   PRE-FETCH, caching mode page 08h). With none, a command queued behind
 //!   a read stops its read-ahead at once, and interleaved streams find
-//!   nothing in their segments. Writes (write-through and write-back)
-//!   still stop it at once, and the SPTF key ignores it.
+//!   nothing in their segments. Departures from DiskSim: a read served
+//!   whole from another segment goes to the host at once (DiskSim makes it
+//!   wait for the minimum too), writes (write-through and write-back)
+//!   still stop the read-ahead at once, and the SPTF key ignores it.
 //! * **Write cache**: with it on, a write completes once its data has
 //!   crossed the bus into the buffer (write data crosses one command after
 //!   another). Write-back (destaging) runs on its own timeline whenever
