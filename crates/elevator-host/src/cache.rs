@@ -18,9 +18,11 @@
 //! between runs, which none of them measure.
 //!
 //! Dirty pages are indexed per file in offset order (for writeback in file
-//! order) and dirty files by the time they were first dirtied (for the
+//! order), dirty files by the time they were first dirtied (for the
 //! oldest-first order of the kernel's `s_dirty` list and for kupdate's
-//! expiry).
+//! expiry), and dirty chunks by the time they went from clean to dirty:
+//! 2.4's one list of dirty buffers (`lru_list[BUF_DIRTY]`, each buffer
+//! appended when dirtied, written from the head), 32 buffers to a chunk.
 //!
 //! Invariants: `uptodate ⊆ present`, `dirty ⊆ uptodate`, `writeback ⊆
 //! uptodate`; the counters equal the population counts of the masks; a
@@ -51,6 +53,9 @@ struct Chunk {
     uptodate: u32,
     dirty: u32,
     writeback: u32,
+    /// When the chunk went from clean to dirty (its place on the dirty
+    /// buffer list); meaningless while `dirty == 0`.
+    dirtied: Instant,
     prev: u32,
     next: u32,
 }
@@ -102,6 +107,16 @@ pub struct CacheStats {
     pub overcommits: u64,
 }
 
+/// What [`PageCache::tail_scan`] met.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TailScan {
+    /// Chunks with dirty pages or pages under writeback, tail first:
+    /// (file, first page).
+    pub busy: Vec<(FileId, u64)>,
+    /// The clean pages met cover the allocation.
+    pub enough: bool,
+}
+
 /// The page cache.
 #[derive(Debug)]
 pub struct PageCache {
@@ -115,6 +130,8 @@ pub struct PageCache {
     dirty: u64,
     writeback: u64,
     dirty_chunks: BTreeSet<u64>,
+    /// Dirty chunks by (`dirtied`, key): oldest first.
+    dirty_lru: BTreeSet<(Instant, u64)>,
     files: FxHashMap<u32, FileDirt>,
     dirty_order: BTreeSet<(Instant, u32)>,
     pub stats: CacheStats,
@@ -134,6 +151,7 @@ impl PageCache {
             dirty: 0,
             writeback: 0,
             dirty_chunks: BTreeSet::new(),
+            dirty_lru: BTreeSet::new(),
             files: FxHashMap::default(),
             dirty_order: BTreeSet::new(),
             stats: CacheStats::default(),
@@ -250,6 +268,7 @@ impl PageCache {
             uptodate: 0,
             dirty: 0,
             writeback: 0,
+            dirtied: Instant::ZERO,
             prev: NIL,
             next: NIL,
         };
@@ -383,6 +402,7 @@ impl PageCache {
             ch.uptodate |= m;
             let fresh = m & !ch.dirty;
             if ch.dirty == 0 && fresh != 0 {
+                ch.dirtied = now;
                 new_chunks.push(ch.key);
             }
             ch.dirty |= m;
@@ -391,6 +411,7 @@ impl PageCache {
             self.push_head(s);
         });
         self.present += absent;
+        self.dirty_lru.extend(new_chunks.iter().map(|&k| (now, k)));
         self.dirty_chunks.extend(new_chunks);
         if newly > 0 {
             self.dirty += newly;
@@ -469,6 +490,7 @@ impl PageCache {
             ch.writeback |= m;
             if ch.dirty == 0 {
                 self.dirty_chunks.remove(&ch.key);
+                self.dirty_lru.remove(&(ch.dirtied, ch.key));
             }
         });
         self.writeback += len;
@@ -523,6 +545,48 @@ impl PageCache {
         any
     }
 
+    /// The dirty list (chunks by when they went from clean to dirty) from
+    /// position `after` (exclusive): the position, the file and the
+    /// chunk's first page. `None` starts at the head, the oldest.
+    pub fn next_dirty_chunk(
+        &self,
+        after: Option<(Instant, u64)>,
+    ) -> Option<((Instant, u64), FileId, u64)> {
+        let it = match after {
+            Some(a) => self
+                .dirty_lru
+                .range((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded))
+                .next(),
+            None => self.dirty_lru.first(),
+        };
+        it.map(|&(t, k)| ((t, k), file_of(k), (k & 0xffff_ffff) * CHUNK_PAGES))
+    }
+
+    /// What reclaim meets from the LRU tail while it looks for `need`
+    /// clean pages among at most `max_scan` present pages, without freeing
+    /// anything: the chunks with dirty pages or pages under writeback,
+    /// tail first, and whether the clean pages found cover `need` (as
+    /// [`PageCache::make_room`] will free them).
+    pub fn tail_scan(&self, need: u64, max_scan: u64) -> TailScan {
+        let mut scan = TailScan::default();
+        let mut want = (self.present + need).saturating_sub(self.capacity);
+        let mut scanned = 0;
+        let mut s = self.tail;
+        while want > 0 && s != NIL && scanned < max_scan {
+            let c = &self.chunks[s as usize];
+            scanned += u64::from(c.present.count_ones());
+            let clean = u64::from((c.uptodate & !c.dirty & !c.writeback).count_ones());
+            want = want.saturating_sub(clean);
+            if c.dirty | c.writeback != 0 {
+                let base = (c.key & 0xffff_ffff) * CHUNK_PAGES;
+                scan.busy.push((file_of(c.key), base));
+            }
+            s = c.prev;
+        }
+        scan.enough = want == 0;
+        scan
+    }
+
     /// Check the invariants (tests).
     pub fn check(&self) {
         let (mut p, mut d, mut w) = (0u64, 0u64, 0u64);
@@ -535,6 +599,7 @@ impl PageCache {
             assert_eq!(c.dirty & !c.uptodate, 0);
             assert_eq!(c.writeback & !c.uptodate, 0);
             assert_eq!(c.dirty != 0, self.dirty_chunks.contains(&k));
+            assert_eq!(c.dirty != 0, self.dirty_lru.contains(&(c.dirtied, k)));
             p += u64::from(c.present.count_ones());
             d += u64::from(c.dirty.count_ones());
             w += u64::from(c.writeback.count_ones());
@@ -545,6 +610,7 @@ impl PageCache {
             assert_eq!(n, self.file_dirty(FileId(f)), "file {f} dirty count");
         }
         assert_eq!(self.files.len(), self.dirty_order.len());
+        assert_eq!(self.dirty_lru.len(), self.dirty_chunks.len());
         let mut n = 0;
         let mut s = self.head;
         while s != NIL {

@@ -56,14 +56,15 @@
 //! [`readahead`]: crate::readahead
 //! [`CPU_QUANTUM`]: crate::params::CPU_QUANTUM
 
+use crate::bdflush::{self, Bdflushd, DirtyState};
 use crate::cache::{PageCache, PageState, CHUNK_PAGES};
 use crate::fs::ext3::{self, DataMode, Journal, Phase, Reason};
 use crate::fs::nilfs2::{self, Log, Nilfs2Options, Run};
 use crate::fs::registry::FsType;
 use crate::fs::{FileId, FileSystem, Kind, NoSpace};
 use crate::params::{
-    HostParams, Readahead, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, MMAP_READAROUND_PAGES,
-    PAGE_SIZE, RATELIMIT_EXCEEDED_PAGES,
+    HostParams, Readahead, Writeback, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, DEF_PRIORITY,
+    MMAP_READAROUND_PAGES, NRSYNC, PAGE_SIZE, RATELIMIT_EXCEEDED_PAGES,
 };
 use crate::readahead::RaState;
 use crate::readahead24::Ra24;
@@ -214,6 +215,8 @@ struct WriteOp {
     end: u64,
     inode_done: bool,
     throttle: Option<Throttle>,
+    /// 2.4: `balance_dirty` calls still to make, one per page dirtied.
+    balance: u64,
     /// The file system filled up: `end` was cut to what fit.
     full: bool,
 }
@@ -308,6 +311,10 @@ pub struct HostStats {
     pub peak_dirty_pages: u64,
     /// Most pages ever dirty or under writeback at once.
     pub peak_dirty_writeback_pages: u64,
+    /// 2.4: pages page reclaim wrote (the allocating process's requests).
+    pub reclaim_pages_written: u64,
+    /// 2.4: times an allocating process waited for a page under writeback.
+    pub reclaim_stalls: u64,
 }
 
 /// Controls one `writeback_inodes` call.
@@ -350,6 +357,8 @@ pub struct Host {
     ratelimit_count: u64,
     dirty_exceeded: bool,
     flusher: Flusher,
+    /// 2.4's bdflush and kupdated ([`Writeback::Bdflush`]).
+    bd: Bdflushd,
     pipes: Vec<Pipe>,
     barriers: Vec<Barrier>,
     ready: VecDeque<Pid>,
@@ -374,7 +383,10 @@ impl Host {
             FsType::Nilfs2(o) => FsLayer::Nilfs2(*o, None),
         };
         let cache = PageCache::new(params.cache_pages());
-        let mut pdflush_stats = JobStats::new("pdflush");
+        let mut pdflush_stats = JobStats::new(match params.writeback {
+            Writeback::Pdflush => "pdflush",
+            Writeback::Bdflush(_) => "bdflush",
+        });
         pdflush_stats.started = Some(Instant::ZERO);
         Host {
             params,
@@ -407,6 +419,7 @@ impl Host {
             ratelimit_count: 0,
             dirty_exceeded: false,
             flusher: Flusher::default(),
+            bd: Bdflushd::default(),
             pipes: Vec::new(),
             barriers: Vec::new(),
             ready: VecDeque::new(),
@@ -736,6 +749,7 @@ impl Host {
                     end: offset + len,
                     inode_done: false,
                     throttle: None,
+                    balance: 0,
                     full: false,
                 })
             }
@@ -1012,6 +1026,11 @@ impl Host {
                 }
             }
         }
+        let need = runs.iter().map(|&(_, n)| n).sum();
+        if let Err(e) = self.reclaim24(pid, need, io) {
+            self.runs = runs;
+            return Err(e);
+        }
         let mut total = 0;
         for &(s, n) in &runs {
             total += self.cache.insert_locked(file, s, s + n);
@@ -1173,6 +1192,9 @@ impl Host {
                 }
                 op.throttle = None;
             }
+            if op.balance > 0 && self.balance_dirty(pid, &mut op.balance, io).is_err() {
+                return Step::Block;
+            }
             if op.pos >= op.end {
                 break;
             }
@@ -1199,6 +1221,13 @@ impl Host {
                     self.wait_page(pid, file, p);
                     return Step::Block;
                 }
+            }
+            // 2.4: the pages to allocate may cost reclaim I/O first.
+            let absent = (page..=last)
+                .filter(|&p| self.cache.state(file, p) == PageState::Absent)
+                .count() as u64;
+            if self.reclaim24(pid, absent, io).is_err() {
+                return Step::Block;
             }
             for (p, partial) in [
                 (page, !op.pos.is_multiple_of(PAGE_SIZE)),
@@ -1244,6 +1273,12 @@ impl Host {
                 .peak_dirty_writeback_pages
                 .max(self.cache.dirty() + self.cache.writeback());
             op.pos = stop;
+            if let Writeback::Bdflush(_) = self.params.writeback {
+                // `__block_commit_write` calls `balance_dirty` once per
+                // page that got a newly dirty buffer.
+                op.balance = n;
+                continue;
+            }
             self.ratelimit_count += n;
             let limit = if self.dirty_exceeded {
                 RATELIMIT_EXCEEDED_PAGES
@@ -1342,6 +1377,225 @@ impl Host {
             self.kick_flusher(io);
         }
         Ok(())
+    }
+
+    // ---------------------------------------------------------------
+    // 2.4's writeback (crate::bdflush): bdflush, kupdated, balance_dirty,
+    // reclaim that writes.
+
+    /// Whether the host's write requests fill the queue's write list: a
+    /// 2.4 submitter sleeps in `__get_request_wait`.
+    fn write_slots_full(&self) -> bool {
+        self.writes_in_flight >= self.params.nr_requests
+    }
+
+    /// Whether bdflush or kupdated must sleep for a request: the list is
+    /// full, or a process sleeps for one already (`__get_request_wait`
+    /// queues sleepers first come, first served).
+    fn daemon_must_wait(&self) -> bool {
+        self.write_slots_full()
+            || self
+                .write_waiters
+                .iter()
+                .any(|&(_, _, c)| matches!(c, WaitCond::SlotsBelow(_)))
+    }
+
+    /// `write_some_buffers`: start writeback of up to `NRSYNC` dirty pages
+    /// from the head of the dirty list, skipping pages already under I/O,
+    /// as requests of `issuer`. Returns the pages submitted.
+    fn write_some_buffers(&mut self, issuer: Issuer, io: &mut Io<'_>) -> u64 {
+        let mut written = 0;
+        let mut after = None;
+        while written < NRSYNC {
+            let Some((pos, file, base)) = self.cache.next_dirty_chunk(after) else {
+                break;
+            };
+            after = Some(pos);
+            let mut from = base;
+            while written < NRSYNC {
+                let Some((s, n)) =
+                    self.cache
+                        .start_writeback(file, from, base + CHUNK_PAGES, NRSYNC - written)
+                else {
+                    break;
+                };
+                self.issue(issuer, file, s, n, true, false, file, io);
+                written += n;
+                from = s + n;
+            }
+        }
+        written
+    }
+
+    /// `balance_dirty`, resumable: `calls` is what is left of one call per
+    /// page the writer dirtied. Above `nfract_sync` each call writes
+    /// `NRSYNC` buffers itself, and sleeps while its requests wait for a
+    /// free one.
+    fn balance_dirty(&mut self, pid: Pid, calls: &mut u64, io: &mut Io<'_>) -> Wait<()> {
+        let Writeback::Bdflush(p) = self.params.writeback else {
+            *calls = 0;
+            return Ok(());
+        };
+        let tot = self.params.buffer_pages();
+        while *calls > 0 {
+            match bdflush::balance_dirty_state(&p, self.cache.dirty(), tot) {
+                // Dirty pages only fall during these calls: the rest would
+                // find the same.
+                DirtyState::Balanced => *calls = 0,
+                DirtyState::Async => {
+                    self.wakeup_bdflush(io);
+                    *calls = 0;
+                }
+                DirtyState::Sync => {
+                    self.wakeup_bdflush(io);
+                    let n = self.write_some_buffers(Issuer::Proc(pid), io);
+                    self.stats.pages_written_by_writers += n;
+                    *calls = if n == 0 { 0 } else { *calls - 1 };
+                    if self.writes_in_flight > self.params.nr_requests {
+                        // Its buffers wait for requests in the block layer,
+                        // and so does it.
+                        let free = self.params.nr_requests.saturating_sub(1);
+                        self.wait_writes(pid, WaitCond::SlotsBelow(free));
+                        self.stats.throttle_waits += 1;
+                        return Err(Blocked);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `wakeup_bdflush`: a sleeping bdflush starts a cycle.
+    fn wakeup_bdflush(&mut self, io: &mut Io<'_>) {
+        if let Writeback::Bdflush(p) = self.params.writeback {
+            if !self.bd.awake {
+                self.bd.awake = true;
+                self.bd.ndirty = p.ndirty as i64;
+                self.bdflush_run(io);
+            }
+        }
+    }
+
+    /// kupdated's `sync_old_buffers`, then bdflush's cycles, as far as free
+    /// requests let them (both sleep for one in `__get_request_wait` and go
+    /// on from a write completion).
+    fn bdflush_run(&mut self, io: &mut Io<'_>) {
+        let Writeback::Bdflush(p) = self.params.writeback else {
+            return;
+        };
+        let age = self.params.dirty_expire();
+        while self.bd.kupdate {
+            let expired = self
+                .cache
+                .next_dirty_chunk(None)
+                .is_some_and(|((dirtied, _), _, _)| dirtied + age <= io.now());
+            if !expired {
+                self.finish_kupdated(io);
+                break;
+            }
+            if self.daemon_must_wait() {
+                return;
+            }
+            if self.write_some_buffers(Issuer::Flusher, io) < NRSYNC {
+                self.finish_kupdated(io);
+            }
+        }
+        let tot = self.params.buffer_pages();
+        while self.bd.awake {
+            if self.bd.ndirty <= 0 {
+                if bdflush::bdflush_stop(&p, self.cache.dirty(), tot) {
+                    self.bd.awake = false;
+                    break;
+                }
+                self.bd.ndirty = p.ndirty as i64;
+            }
+            if self.daemon_must_wait() {
+                return;
+            }
+            if self.write_some_buffers(Issuer::Flusher, io) < NRSYNC {
+                // The list ran dry before the cycle ended: sleep.
+                self.bd.awake = false;
+                break;
+            }
+            self.bd.ndirty -= NRSYNC as i64;
+        }
+    }
+
+    /// kupdated sleeps `interval` after a pass.
+    fn finish_kupdated(&mut self, io: &mut Io<'_>) {
+        self.bd.kupdate = false;
+        let interval = self.params.dirty_writeback_interval();
+        if interval > Duration::ZERO {
+            self.arm(io.now() + interval, TimerAction::Kupdate, io);
+        }
+    }
+
+    /// 2.4's page reclaim before `need` pages are allocated
+    /// (`__alloc_pages` → `try_to_free_pages` → `shrink_cache`): the
+    /// allocating process writes the dirty pages it meets in the first
+    /// pass's share of the LRU tail (`sync_page_buffers`, `writepage`)
+    /// and, when the clean pages it met there do not cover the
+    /// allocation, waits for the page under writeback nearest the tail
+    /// and scans again. The pdflush host never writes
+    /// from reclaim: it returns at once.
+    fn reclaim24(&mut self, pid: Pid, need: u64, io: &mut Io<'_>) -> Wait<()> {
+        if self.params.writeback == Writeback::Pdflush
+            || self.cache.present() + need <= self.cache.capacity()
+        {
+            return Ok(());
+        }
+        // The first pass of `try_to_free_pages` scans 1/DEF_PRIORITY of
+        // the inactive list (`max_scan = nr_inactive_pages / priority`).
+        let max_scan = self.cache.present() / DEF_PRIORITY;
+        let scan = self.cache.tail_scan(need, max_scan);
+        for &(file, base) in &scan.busy {
+            let mut from = base;
+            while let Some((s, n)) =
+                self.cache
+                    .start_writeback(file, from, base + CHUNK_PAGES, CHUNK_PAGES)
+            {
+                self.issue(Issuer::Proc(pid), file, s, n, true, false, file, io);
+                self.stats.reclaim_pages_written += n;
+                from = s + n;
+            }
+        }
+        // `try_to_free_buffers` on a busy page wakes bdflush when dirty
+        // buffers are past `nfract`.
+        if let Writeback::Bdflush(p) = self.params.writeback {
+            let tot = self.params.buffer_pages();
+            if !scan.busy.is_empty()
+                && bdflush::balance_dirty_state(&p, self.cache.dirty(), tot) != DirtyState::Balanced
+            {
+                self.wakeup_bdflush(io);
+            }
+        }
+        if scan.enough {
+            return Ok(());
+        }
+        // Too few clean pages: wait for the write of the page under
+        // writeback nearest the tail (its own, or bdflush's).
+        let oldest = scan.busy.iter().find_map(|&(file, base)| {
+            self.tags
+                .values()
+                .filter(|t| {
+                    t.write
+                        && t.file == file
+                        && t.page < base + CHUNK_PAGES
+                        && t.page + t.pages > base
+                })
+                .map(|t| (t.owner, t.seq))
+                .min_by_key(|&(_, seq)| seq)
+        });
+        match oldest {
+            Some((file, seq)) => {
+                self.wait_writes(pid, WaitCond::FileWrites { file, seq });
+                self.stats.reclaim_stalls += 1;
+                Err(Blocked)
+            }
+            // Nothing under writeback to wait for: the cache grows
+            // (`make_room` counts an overcommit).
+            None => Ok(()),
+        }
     }
 
     /// `writeback_inodes`: dirty files oldest first (file data before the
@@ -2143,6 +2397,9 @@ impl Host {
                 }
             }
         }
+        if self.bd.awake || self.bd.kupdate {
+            self.bdflush_run(io);
+        }
     }
 
     /// A request of `issuer` failed: the process's (or the flusher's) row
@@ -2284,6 +2541,10 @@ impl Workload for Host {
                     self.flusher_woken(io);
                 }
             }
+            TimerAction::Kupdate if self.params.writeback != Writeback::Pdflush => {
+                self.bd.kupdate = true;
+                self.bdflush_run(io);
+            }
             TimerAction::Kupdate => {
                 self.flusher.kupdate = true;
                 self.flusher.kupdate_start = io.now();
@@ -2353,6 +2614,8 @@ impl Part for Host {
                 (s.peak_dirty_pages * PAGE_SIZE) as f64 / 1e6,
             ),
             ("host_pages_evicted", self.cache.stats.pages_evicted as f64),
+            ("host_reclaim_pages_written", s.reclaim_pages_written as f64),
+            ("host_reclaim_stalls", s.reclaim_stalls as f64),
             ("host_overcommits", self.cache.stats.overcommits as f64),
         ];
         let mut fs_figures = Vec::new();

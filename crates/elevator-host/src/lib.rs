@@ -17,6 +17,8 @@
 //! - [`readahead24`]: 2.4's read-ahead context (`generic_file_readahead`);
 //! - [`host`]: system calls, `balance_dirty_pages`, pdflush, kupdate,
 //!   fsync and sync, and the [`Host`] workload that runs [`process`]es;
+//! - [`bdflush`]: 2.4's writeback instead of pdflush (bdflush, kupdated,
+//!   `balance_dirty`, reclaim that writes and waits) for the 2.4 host;
 //! - [`params`]: the machine and the kernel's knobs, with presets;
 //! - [`setup`]: a host assembled from a validated description (file sets,
 //!   processes by their registered [`process::registry::ProgramType`]).
@@ -32,6 +34,7 @@
 //! Determinism: no clock, no unseeded randomness; every choice comes from
 //! a `Prng` derived from the run's seed.
 
+pub mod bdflush;
 pub mod cache;
 pub mod fs;
 pub mod host;

@@ -57,6 +57,34 @@ pub const RATELIMIT_EXCEEDED_PAGES: u64 = 8;
 /// 2.6): the host uses it for the queue's congestion thresholds.
 pub const NR_REQUESTS: u32 = 128;
 
+/// `bdf_prm.nfract`, 30 %: above this share of `nr_free_buffer_pages()`
+/// dirty, `balance_dirty` wakes bdflush (fs/buffer.c, 2.4.20–2.4.21).
+pub const NFRACT: u32 = 30;
+/// `bdf_prm.ndirty`, 500: the buffers bdflush writes per wake-up cycle
+/// before it looks at `nfract_stop_bdflush` (fs/buffer.c, 2.4.20–2.4.21).
+pub const NDIRTY: u64 = 500;
+/// `bdf_prm.nfract_sync`, 60 %: above it the dirtying process writes
+/// buffers itself in `balance_dirty` (fs/buffer.c, 2.4.20–2.4.21).
+pub const NFRACT_SYNC: u32 = 60;
+/// `bdf_prm.nfract_stop_bdflush`, 20 %: bdflush sleeps once dirty
+/// buffers are below it (fs/buffer.c, 2.4.20–2.4.21; Andrew Morton's
+/// "writeout scheduling" change of March 2002).
+pub const NFRACT_STOP_BDFLUSH: u32 = 20;
+/// `NRSYNC`, 32: the buffers one `write_some_buffers` call locks and
+/// submits (fs/buffer.c, 2.4.20–2.4.21).
+pub const NRSYNC: u64 = 32;
+/// `DEF_PRIORITY`, 6: the first pass of 2.4's `try_to_free_pages` scans
+/// `nr_inactive_pages / 6` pages of the inactive list (mm/vmscan.c, 2.4).
+pub const DEF_PRIORITY: u64 = 6;
+/// `zone_balance_ratio` 128, `zone_balance_min` 20, `zone_balance_max`
+/// 255: a zone's `pages_min` is its size / 128 within [20, 255], and
+/// `pages_high` three times that (mm/page_alloc.c 2.4,
+/// `free_area_init_core`).
+pub const ZONE_BALANCE: (u64, u64, u64) = (128, 20, 255);
+/// `ZONE_DMA` on i386: the first 16 MiB (include/asm-i386/dma.h
+/// `MAX_DMA_ADDRESS`); the rest of a 256 MB machine is `ZONE_NORMAL`.
+pub const ZONE_DMA_BYTES: u64 = 16 << 20;
+
 /// The 2003 test machine: "a fast P4-HT with 256MB of memory" (seed).
 pub const MEMORY_2003: u64 = 256 << 20;
 /// Memory the page cache cannot use (kernel text and data, slab, page
@@ -163,6 +191,47 @@ pub enum Readahead {
     Linux24,
 }
 
+/// Which kernel's writeback the host runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writeback {
+    /// 2.5/2.6.0: pdflush's background and kupdate writeback by file,
+    /// `balance_dirty_pages` in the writer (mm/page-writeback.c); reclaim
+    /// never writes.
+    Pdflush,
+    /// 2.4.20–2.4.21: bdflush and kupdated over the one list of dirty
+    /// buffers oldest first, `balance_dirty` in the writer (fs/buffer.c),
+    /// and page reclaim that writes the dirty pages it meets and waits
+    /// for them (mm/vmscan.c `shrink_cache`); see [`crate::bdflush`].
+    Bdflush(Bdflush),
+}
+
+/// bdflush's tunables (`/proc/sys/vm/bdflush`, `bdf_prm` in fs/buffer.c of
+/// 2.4.20–2.4.21). `interval` and `age_buffer` are the host's
+/// `dirty_writeback_centisecs` and `dirty_expire_centisecs` (5 s and 30 s
+/// in both kernels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bdflush {
+    /// Percent of `nr_free_buffer_pages()` dirty that wakes bdflush.
+    pub nfract: u32,
+    /// Buffers bdflush writes per cycle before checking `nfract_stop_bdflush`.
+    pub ndirty: u64,
+    /// Percent dirty above which the dirtying process writes itself.
+    pub nfract_sync: u32,
+    /// Percent dirty below which bdflush goes back to sleep.
+    pub nfract_stop_bdflush: u32,
+}
+
+impl Default for Bdflush {
+    fn default() -> Self {
+        Bdflush {
+            nfract: NFRACT,
+            ndirty: NDIRTY,
+            nfract_sync: NFRACT_SYNC,
+            nfract_stop_bdflush: NFRACT_STOP_BDFLUSH,
+        }
+    }
+}
+
 /// Everything about the host that is not a process.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostParams {
@@ -201,6 +270,8 @@ pub struct HostParams {
     pub dirty_expire_centisecs: u32,
     pub dirty_writeback_centisecs: u32,
     pub max_writeback_pages: u64,
+    /// The writeback mechanism: 2.6's pdflush or 2.4's bdflush.
+    pub writeback: Writeback,
     /// Who pays for buffered writeback (default: the dirtier, cgroup v2).
     pub writeback_charge: WritebackCharge,
     /// IO-less dirty throttling (Linux 3.2, Wu Fengguang): a writer over
@@ -252,6 +323,7 @@ impl HostParams {
             dirty_expire_centisecs: DIRTY_EXPIRE_CENTISECS,
             dirty_writeback_centisecs: DIRTY_WRITEBACK_CENTISECS,
             max_writeback_pages: MAX_WRITEBACK_PAGES,
+            writeback: Writeback::Pdflush,
             writeback_charge: WritebackCharge::Dirtier,
             io_less_throttling: false,
             read_meta: false,
@@ -276,22 +348,29 @@ impl HostParams {
         }
     }
 
-    /// The 2.4.21 host on the same machine: 2.4's writeback thresholds
-    /// (the writeback mechanisms stay the 2.6 ones: pdflush, not bdflush),
-    /// 2.4's read-ahead, and 2.4's buffer-at-a-time submission:
+    /// The 2.4.21 host on the same machine: 2.4's writeback, read-ahead
+    /// and buffer-at-a-time submission:
     ///
-    /// - background writeback at 30 % and synchronous throttling at 60 %:
-    ///   bdflush's `nfract = 30` and `nfract_sync = 60` (fs/buffer.c,
-    ///   2.4.21 `bdf_prm`), which Andrew Morton quotes as the 2.4 settings
-    ///   to compare 2.5 against ("dirty_ratio=60 and dirty_async_ratio=30");
-    /// - kupdate every 5 s (`interval = 5*HZ`) writing buffers older than
+    /// - bdflush, kupdated and writing reclaim ([`Writeback::Bdflush`],
+    ///   [`crate::bdflush`]): bdflush woken at `nfract = 30` % dirty,
+    ///   writing until `nfract_stop_bdflush = 20` %, the writer writing
+    ///   itself above `nfract_sync = 60` % (fs/buffer.c, 2.4.21
+    ///   `bdf_prm`; Andrew Morton quotes "dirty_ratio=60 and
+    ///   dirty_async_ratio=30" as the 2.4 settings to compare 2.5 against),
+    ///   kupdated every 5 s (`interval = 5*HZ`) writing buffers older than
     ///   30 s (`age_buffer = 30*HZ`), the same as 2.6's defaults;
+    /// - a writer whose buffers find no free write request sleeps in
+    ///   `__get_request_wait` (the scenario runner sets `nr_requests` to
+    ///   the block layer's write list, 64 on 2.4's);
     /// - readahead up to 31 pages (`vm_max_readahead = 31`, mm/filemap.c
     ///   2.4.21), i.e. 124 KiB, at least 3 pages (`vm_min_readahead`),
     ///   with 2.4's own algorithm ([`crate::readahead24`]);
     /// - every block submitted on its own (`submit_bh`), the block layer
     ///   merging them, and readers woken by a completion running after
     ///   the whole request has been ended.
+    ///
+    /// `dirty_background_ratio` and `dirty_ratio` keep 30/60 for reports
+    /// and overrides; bdflush reads its own [`Bdflush`] fractions.
     pub fn linux_2_4() -> Self {
         HostParams {
             preset: "linux-2.4".to_string(),
@@ -300,8 +379,9 @@ impl HostParams {
             readahead: Readahead::Linux24,
             submit_buffers: true,
             wake_after_request: true,
-            dirty_background_ratio: 30,
-            dirty_ratio: 60,
+            dirty_background_ratio: NFRACT,
+            dirty_ratio: NFRACT_SYNC,
+            writeback: Writeback::Bdflush(Bdflush::default()),
             fs: FsParams {
                 allocator: Allocator::Old,
                 ..FsParams::default()
@@ -329,6 +409,19 @@ impl HostParams {
     /// which the dirty ratios are taken.
     pub fn total_pages(&self) -> u64 {
         self.memory / PAGE_SIZE
+    }
+
+    /// `nr_free_buffer_pages()` of 2.4 (mm/page_alloc.c, 2.4.10–2.4.21):
+    /// the size of each zone a `GFP_USER` allocation may use, less its
+    /// `pages_high`; bdflush's fractions are taken of it.
+    pub fn buffer_pages(&self) -> u64 {
+        let (ratio, min, max) = ZONE_BALANCE;
+        let dma = (ZONE_DMA_BYTES / PAGE_SIZE).min(self.total_pages());
+        let normal = self.total_pages() - dma;
+        [dma, normal]
+            .iter()
+            .map(|&size| size.saturating_sub(3 * (size / ratio).clamp(min, max)))
+            .sum()
     }
 
     /// `ratelimit_pages` as `set_ratelimit` computes it: total pages over 32
@@ -408,5 +501,7 @@ mod tests {
         assert_eq!(p.cache_pages(), (232 << 20) / 4096);
         let old = HostParams::linux_2_4();
         assert_eq!(old.dirty_limits(), (19660, 39321));
+        // 4096 - 3 * 32 in ZONE_DMA, 61440 - 3 * 255 in ZONE_NORMAL.
+        assert_eq!(old.buffer_pages(), 4000 + 60675);
     }
 }

@@ -51,6 +51,7 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "kyber-read-latency-vs-write-flood",
     "mclock-reservation-and-limit",
     "iocost-weights-100-vs-300",
+    "iocost-qos-read-latency",
     "tiotest-2009-ext3-hdd",
     "tiotest-2009-nilfs2-sdcard",
     "fsync-tester-2009-ext3",

@@ -188,6 +188,13 @@ pub(crate) fn host_params(
         "host.dirty_ratio",
         &mut params.dirty_ratio,
     )?;
+    // 2.4 has no dirty ratios: on its host they set bdflush's `nfract`
+    // and `nfract_sync`, the fractions they stood for before bdflush was
+    // built (and equal to them in the preset).
+    if let elevator_host::params::Writeback::Bdflush(b) = &mut params.writeback {
+        b.nfract = params.dirty_background_ratio;
+        b.nfract_sync = params.dirty_ratio;
+    }
     centisecs(
         cx,
         &h.dirty_expire_centisecs,

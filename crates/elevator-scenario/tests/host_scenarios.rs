@@ -173,3 +173,22 @@ fn every_builtin_scenario_runs_under_noop_and_deadline() {
         }
     }
 }
+
+#[test]
+fn on_the_2_4_host_the_dirty_ratios_set_bdflush() {
+    use elevator_host::params::{Bdflush, Writeback};
+    let text = HOSTED.replace(
+        "dirty_ratio = 40",
+        "preset = \"linux-2.4\"\ndirty_ratio = 50\ndirty_background_ratio = 25",
+    );
+    let s = Scenario::parse("my.toml", &text).unwrap();
+    let p = &s.host.as_ref().unwrap().params;
+    assert_eq!(
+        p.writeback,
+        Writeback::Bdflush(Bdflush {
+            nfract: 25,
+            nfract_sync: 50,
+            ..Bdflush::default()
+        })
+    );
+}

@@ -43,10 +43,13 @@
 //! enter (the kernel charges a bio merged into a request its size cost
 //! only); requests of the root group, and of a group with active children,
 //! pass uncharged as in the kernel, but there is no debt (`abs_vdebt`) since
-//! no request here must pass regardless. The kernel's `rq_wait` is time a
-//! bio that passed iocost waits for a request tag; here requests hold a
-//! block-layer slot before they reach us, so the wait we count is the time
-//! a request we let through waits in the inner policy before dispatch.
+//! no request here must pass regardless. The kernel's `rq_wait` is the
+//! time from a request's allocation (`alloc_time_ns`, taken before the tag
+//! wait, so after iocost let the bio through) to its start on the device
+//! (`start_time_ns`), added when it completes (`ioc_rqos_done`); here
+//! requests hold a block-layer slot before they reach us, so the wait we
+//! count is the time a request we let through waits in the inner policy
+//! before dispatch (added at completion, as the kernel does).
 //! The built-in profile is chosen once (`ioc_autop_idx` without the
 //! 10-second stepping between SSD profiles). Donation is 5.9's inuse
 //! give-away and take-back; 5.10 replaced it by `transfer_surpluses`,
@@ -81,6 +84,9 @@ const MAX_PERIOD_US: u64 = 1_000_000;
 const MARGIN_PCT: u64 = 50;
 /// `INUSE_MARGIN_PCT`: a donor snaps back when within 10 % of a period.
 const INUSE_MARGIN_PCT: u64 = 10;
+/// `VTIME_VALID_DUR`: a group's vtime is not trusted after 5 minutes idle
+/// (the kernel's guard against vtime wrapping while vrate runs high).
+const VTIME_VALID_DUR_US: u64 = 300 * 1_000_000;
 /// `WAITQ_TIMER_MARGIN_PCT`: slack on a waiter's wake-up (a quarter of it
 /// is added so that waiters are woken in chunks).
 const WAITQ_TIMER_MARGIN_PCT: u64 = 5;
@@ -137,12 +143,15 @@ struct Iocg {
     waitq: VecDeque<(Request, u64)>,
 }
 
-/// A request handed to the inner policy: when, by whom, at what charge.
+/// A request handed to the inner policy: when (the kernel's
+/// `alloc_time_ns`), by whom, at what charge, and when the inner policy
+/// dispatched it to the device (`start_time_ns`).
 #[derive(Clone, Copy, Debug)]
 struct Released {
     group: Option<usize>,
     at: Instant,
     cost: u64,
+    started: Option<Instant>,
 }
 
 /// A policy behind iocost.
@@ -362,6 +371,10 @@ impl IoCost {
         if self.groups[g].level == 0 || self.groups[g].child_active_sum != 0 {
             return false;
         }
+        // The period stamp moves even if an active ancestor refuses the
+        // activation below, as in the kernel.
+        let last_period = self.groups[g].active_period;
+        self.groups[g].active_period = self.cur_period;
         let mut p = self.groups[g].parent;
         while let Some(x) = p {
             if self.groups[x].in_active_list {
@@ -375,12 +388,19 @@ impl IoCost {
         }
         let vnow = self.vnow(now);
         let vmin = vnow.saturating_sub(self.margin_us * self.vrate);
+        let max_period_delta = VTIME_VALID_DUR_US.div_ceil(self.period_us);
         let group = &mut self.groups[g];
-        group.active_period = self.cur_period;
         if group.vtime < vmin {
             let d = vmin - group.vtime;
             group.vtime += d;
             group.done_vtime += d;
+        } else if last_period + max_period_delta < self.cur_period {
+            // Idle longer than VTIME_VALID_DUR: its vtime is not trusted
+            // and restarts at vmin, even if that moves it back (an idle
+            // group has nothing in flight, so done_vtime == vtime).
+            let d = group.vtime - vmin;
+            group.vtime = vmin;
+            group.done_vtime = group.done_vtime.saturating_sub(d);
         }
         group.in_active_list = true;
         group.last_vtime = group.vtime;
@@ -430,6 +450,7 @@ impl IoCost {
                 group,
                 at: now,
                 cost,
+                started: None,
             },
         );
     }
@@ -752,8 +773,8 @@ impl Scheduler for IoCost {
         }
         match self.inner.dispatch(now) {
             Dispatch::Request(r) => {
-                if let Some(rel) = self.released.get(&r.id) {
-                    self.rq_wait_ns += now.since(rel.at).nanos();
+                if let Some(rel) = self.released.get_mut(&r.id) {
+                    rel.started = Some(now);
                 }
                 self.reason = None;
                 Dispatch::Request(r)
@@ -778,11 +799,13 @@ impl Scheduler for IoCost {
         }
         self.catch_up(now);
         let mut first: Option<Released> = None;
+        let mut started: Option<Instant> = None;
         for id in std::iter::once(request.id).chain(request.merged.iter().copied()) {
             if let Some(rel) = self.released.remove(&id) {
                 if let Some(g) = rel.group {
                     self.groups[g].done_vtime += rel.cost;
                 }
+                started = started.or(rel.started);
                 first = Some(match first {
                     Some(f) if f.at <= rel.at => f,
                     _ => rel,
@@ -790,8 +813,15 @@ impl Scheduler for IoCost {
             }
         }
         // ioc_rqos_done: met if the time since allocation, less the
-        // request's size cost, is within the direction's target.
+        // request's size cost, is within the direction's target; and the
+        // time from allocation to dispatch (`start_time_ns - alloc_time_ns`)
+        // is added to rq_wait. Both only for reads and writes (the kernel
+        // returns before either for other operations), both in the period
+        // the request completes in.
         if let (Some(rel), Some(rw)) = (first, dir(request.op)) {
+            if let Some(started) = started {
+                self.rq_wait_ns += started.since(rel.at).nanos();
+            }
             let on_q = now.since(rel.at).nanos();
             let pages = u64::from(request.sectors >> SECT_TO_PAGE_SHIFT);
             let page = if rw == 0 {
@@ -935,6 +965,43 @@ mod tests {
         let c = IoCost::new(noop, &tree, &limits(), None, Some(&q));
         // (10^6 - 500000) / 50000 = 10 × 10 ms.
         assert_eq!(c.period(), Duration::from_millis(100));
+    }
+
+    /// `ioc_rqos_done` adds a request's wait between allocation and
+    /// dispatch to rq_wait when it completes, in the period it completes
+    /// in, and only for reads and writes.
+    #[test]
+    fn rq_wait_counts_at_completion_for_reads_and_writes_only() {
+        // From 1 s on: at time zero device vtime is zero and a group has
+        // no margin to start with.
+        let ms = |m: u64| Instant::ZERO + Duration::from_millis(1000 + m);
+        for op in [Op::Read, Op::Write, Op::Flush] {
+            let mut tree = GroupTree::default();
+            let a = tree.add("a", GroupId::ROOT, 100, IoMax::default());
+            let noop = crate::find("noop").unwrap().build_default(&limits());
+            // Default SSD parameters: no latency target, a 50 ms period.
+            let mut c = IoCost::new(noop, &tree, &limits(), None, None);
+            assert_eq!(c.period(), Duration::from_millis(50));
+            let mut first = Request::read(1, 1, 0, 8);
+            first.op = op;
+            first.group = a;
+            c.insert(first, ms(0));
+            // Let through at once, it waits 40 ms (80 % of the period) in
+            // the inner policy and completes after the first period ends.
+            let Dispatch::Request(first) = c.dispatch(ms(40)) else {
+                panic!("the request was not let through");
+            };
+            assert!(matches!(c.dispatch(ms(55)), Dispatch::Empty));
+            assert_eq!(c.busy_level(), 0, "{op:?}: counted at dispatch");
+            let mut second = Request::read(2, 1, 1 << 20, 8);
+            second.group = a;
+            c.insert(second, ms(55));
+            c.complete(&first, ms(60));
+            assert!(matches!(c.dispatch(ms(101)), Dispatch::Request(_)));
+            let busy = if op == Op::Flush { 0 } else { 1 };
+            assert_eq!(c.busy_level(), busy, "{op:?}");
+            c.check_invariants().unwrap();
+        }
     }
 
     #[test]

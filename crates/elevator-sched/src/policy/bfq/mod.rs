@@ -1689,7 +1689,12 @@ impl Bfq {
         (qu.wr_coeff > 1
             && (self.wr_busy < self.total_busy() || self.rq_in_driver >= qu.dispatched + 4))
             || self.asymmetric(q)
-            // 6.1 keeps plugging for a queue that is the only busy one.
+            // 6.1 keeps plugging for a queue that is the only busy one
+            // (5.12, "block, bfq: do not expire a queue when it is the only
+            // busy one"). Once unraised, nothing else plugs for a queue in
+            // a symmetric scenario: a seeky reader beside a writeback queue
+            // of equal weight that always has a request waiting is left
+            // behind whatever the device holds (issue 17).
             || (self.rules_61 && self.total_busy() == 1)
     }
 

@@ -719,6 +719,33 @@ fn limit_depth_caps_async_writes_in_the_device() {
     assert!(in_device(0) > 128, "{}", in_device(0));
 }
 
+/// The same shares on a SATA drive with NCQ 31 (libata's usable tags):
+/// `nr_requests` is 2 × 31 = 62, so with nothing raised async I/O gets 31
+/// tags, every slot the drive has, and sync writes 46. The share cannot
+/// keep a device full of writes from standing between a sync read and its
+/// service (issue 17: `modern-random-read-vs-buffered-write` once the
+/// reader's raising has ended).
+#[test]
+fn on_ncq_31_the_async_share_is_the_whole_device_queue() {
+    let limits = QueueLimits {
+        rotational: false,
+        queue_depth: 31,
+        max_sectors: 256,
+        capacity: 1 << 30,
+    };
+    let t = TYPE.tunables([("limit_depth", 1)]).unwrap();
+    let mut bfq = Bfq::from_tunables(&t, &limits);
+    for i in 0..100u64 {
+        // Gaps between them: nothing merges.
+        bfq.insert(Request::write(i + 1, 1, i * 64, 8), Instant::ZERO);
+    }
+    let mut sent = 0;
+    while let Dispatch::Request(_) = bfq.dispatch(Instant::ZERO) {
+        sent += 1;
+    }
+    assert_eq!(sent, limits.queue_depth);
+}
+
 /// Insert `rq` at `now` and dispatch until it goes to the device, waiting
 /// out any idling; returns the time it was dispatched.
 fn serve(bfq: &mut Bfq, rq: Request, mut now: Instant) -> (Request, Instant) {
