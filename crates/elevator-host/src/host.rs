@@ -308,6 +308,11 @@ pub struct HostStats {
     pub pages_written_by_writers: u64,
     /// Times a writer waited in `balance_dirty_pages`.
     pub throttle_waits: u64,
+    /// Times a throttled writer left `balance_dirty_pages` with dirty and
+    /// writeback memory still over the limit, having written its
+    /// `sync_writeback_pages()` (never with
+    /// [`HostParams::throttle_until_below_limit`]).
+    pub throttle_exits_over_limit: u64,
     pub peak_dirty_pages: u64,
     /// Most pages ever dirty or under writeback at once.
     pub peak_dirty_writeback_pages: u64,
@@ -1360,7 +1365,9 @@ impl Host {
                     }
                     th.pages_written += th.written;
                     th.written = 0;
-                    if th.pages_written >= chunk {
+                    if th.pages_written >= chunk && !self.params.throttle_until_below_limit {
+                        // 2.5.65+: "We've done our duty".
+                        self.stats.throttle_exits_over_limit += 1;
                         break;
                     }
                     th.stage = ThrottleStage::Check;
@@ -1812,7 +1819,7 @@ impl Host {
                         nonblocking: false,
                         older_than: None,
                         issuer: Issuer::Proc(pid),
-                        sync: true,
+                        sync: self.params.sync_write_hint.marks(op.target.is_some()),
                     };
                     match op.target {
                         Some(f) => {
@@ -1836,7 +1843,7 @@ impl Host {
                                             s,
                                             n,
                                             true,
-                                            true,
+                                            ctl.sync,
                                             f,
                                             io,
                                         );

@@ -47,5 +47,5 @@ pub mod syscall;
 
 pub use fs::{FileId, FileSystem, NoSpace};
 pub use host::{Host, HostStats, Pid};
-pub use params::{HostParams, WritebackCharge};
+pub use params::{HostParams, SyncWriteHint, WritebackCharge};
 pub use syscall::{Ctx, Errno, Program, Ret, SysResult, Syscall};

@@ -182,6 +182,41 @@ pub enum WritebackCharge {
     Flusher,
 }
 
+/// Which of the host's own writes tell the block layer they are waited for
+/// (the sync hint: a policy that splits sync from async puts them with the
+/// reads). Only the anticipatory scheduler and the CFQ and BFQ of 2.6.30+
+/// look at it; deadline, noop, linus24 and cfq-2003 sort by direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncWriteHint {
+    /// None: the block layer of 2.5.61 and 2.5.62 carries no such hint.
+    /// `PF_SYNCWRITE` first appears in the tree with the anticipatory
+    /// scheduler's merge (Nick Piggin via Andrew Morton, "anticipatory I/O
+    /// scheduler", 4 Jul 2003, 2.5.74), which calls it the way "we
+    /// currently detect synchronous writes".
+    Never,
+    /// fsync(2) and fdatasync(2): `sys_fsync` and `sys_fdatasync` set
+    /// `PF_SYNCWRITE` around `filemap_fdatawrite` (fs/buffer.c, 2.5.74 to
+    /// 2.6.17), and AS marks the writes queued meanwhile sync
+    /// (`as_add_request`). sync(2) stays async: `sys_sync` never set it.
+    Fsync,
+    /// Every data-integrity writeback (`WB_SYNC_ALL`: fsync and sync(2)):
+    /// `WRITE_SYNC_PLUG` from 2.6.30 (fs/mpage.c `mpage_writepage`,
+    /// fs/buffer.c `__block_write_full_page`).
+    DataIntegrity,
+}
+
+impl SyncWriteHint {
+    /// Whether the writes of fsync (`fsync`) or of sync(2) (`!fsync`)
+    /// carry the hint.
+    pub fn marks(self, fsync: bool) -> bool {
+        match self {
+            SyncWriteHint::Never => false,
+            SyncWriteHint::Fsync => fsync,
+            SyncWriteHint::DataIntegrity => true,
+        }
+    }
+}
+
 /// Which kernel's readahead the host runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Readahead {
@@ -278,6 +313,18 @@ pub struct HostParams {
     /// the dirty limit waits for the flusher instead of writing back pages
     /// itself. Off for the 2.4/2.6.0 presets, whose writers wrote.
     pub io_less_throttling: bool,
+    /// A throttled writer stays in `balance_dirty_pages` until dirty plus
+    /// writeback memory is under `dirty_ratio`, writing
+    /// `sync_writeback_pages()` and sleeping in `blk_congestion_wait` by
+    /// turns, whoever else keeps dirtying: the loop of 2.5.61 and 2.5.62
+    /// (mm/page-writeback.c, `while (ps.nr_dirty + ps.nr_writeback >
+    /// dirty_thresh)`), the kernels the 2003 benchmarks ran. Off: it also
+    /// leaves once it has written `sync_writeback_pages()`, the exit added
+    /// by "fix possible latency in balance_dirty_pages()" (Andrew Morton,
+    /// 8 Mar 2003, 2.5.65) and kept through 2.6.x.
+    pub throttle_until_below_limit: bool,
+    /// Which of fsync's and sync's writes carry the sync hint.
+    pub sync_write_hint: SyncWriteHint,
     /// Inode-table and directory-block reads carry `READ_META`
     /// (`REQ_META`): 2.6.32's ext3 reads the inode table through
     /// `__ext3_get_inode_loc` and directory blocks through `ext3_bread`,
@@ -306,7 +353,10 @@ pub const PRESETS: &[&str] = &["linux-2.6", "linux-2.4", "linux-2.6.32"];
 
 impl HostParams {
     /// The 2.5.6x/2.6.0 host of the 2003 benchmarks, with the kernel's
-    /// defaults.
+    /// defaults; where 2.5.61 and 2.6.0 differ it is 2.5.61, the kernel the
+    /// seed measured: a throttled writer waits until dirty memory is under
+    /// the limit ([`HostParams::throttle_until_below_limit`]) and no write
+    /// carries a sync hint ([`SyncWriteHint::Never`]).
     pub fn linux_2_6() -> Self {
         HostParams {
             preset: "linux-2.6".to_string(),
@@ -326,6 +376,8 @@ impl HostParams {
             writeback: Writeback::Pdflush,
             writeback_charge: WritebackCharge::Dirtier,
             io_less_throttling: false,
+            throttle_until_below_limit: true,
+            sync_write_hint: SyncWriteHint::Never,
             read_meta: false,
             nr_requests: NR_REQUESTS,
             max_sectors: 256,
@@ -344,6 +396,8 @@ impl HostParams {
         HostParams {
             preset: "linux-2.6.32".to_string(),
             read_meta: true,
+            throttle_until_below_limit: false,
+            sync_write_hint: SyncWriteHint::DataIntegrity,
             ..HostParams::linux_2_6()
         }
     }
@@ -382,6 +436,9 @@ impl HostParams {
             dirty_background_ratio: NFRACT,
             dirty_ratio: NFRACT_SYNC,
             writeback: Writeback::Bdflush(Bdflush::default()),
+            // 2.4's writers throttle in bdflush's `balance_dirty`; should
+            // pdflush be chosen instead, 2.6.0's exit stands in, as before.
+            throttle_until_below_limit: false,
             fs: FsParams {
                 allocator: Allocator::Old,
                 ..FsParams::default()

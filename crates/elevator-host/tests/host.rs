@@ -7,8 +7,8 @@ use common::Seen;
 use elevator_core::{Duration, IoPrio, Op};
 use elevator_host::fs::gen::big_file;
 use elevator_host::fs::FileId;
-use elevator_host::process::{Cat, Dd, WriteAndFsync, BUFFER_2003};
-use elevator_host::HostParams;
+use elevator_host::process::{Cat, Cp, Dd, WriteAndFsync, BUFFER_2003};
+use elevator_host::{HostParams, SyncWriteHint};
 
 fn data_reads(log: &[Seen]) -> Vec<&Seen> {
     // Single-block reads are metadata (inode table, indirect blocks).
@@ -237,8 +237,8 @@ fn fsync_returns_only_after_the_files_data_completed_on_the_device() {
             assert!(writes
                 .iter()
                 .all(|s| s.completed.is_some_and(|c| c <= done)));
-            // fsync's writes are WRITE_SYNC(_PLUG): sync and REQ_NOIDLE.
-            assert!(writes.iter().all(|s| s.sync && s.noidle), "fsync writes");
+            // The 2.5.61 host's block layer carries no sync hint.
+            assert!(writes.iter().all(|s| !s.sync && !s.noidle), "fsync writes");
         } else {
             assert!(last.is_none_or(|t| t < done) || bytes < 20 << 20);
             // Writeback is async and never REQ_NOIDLE.
@@ -249,6 +249,130 @@ fn fsync_returns_only_after_the_files_data_completed_on_the_device() {
             );
         }
     }
+}
+
+/// Which writes carry the sync hint, by kernel: none on 2.5.61's block
+/// layer; fsync's (`PF_SYNCWRITE` in `sys_fsync`) but not sync(2)'s from
+/// 2.5.74; every data-integrity writeback (`WRITE_SYNC_PLUG`) from 2.6.30.
+#[test]
+fn the_sync_hint_marks_fsync_and_sync_writes_as_the_kernel_did() {
+    // fsync: write-and-fsync of 8 MB; sync(2): cp of an 8 MB file, then
+    // sync. Under the background threshold and younger than
+    // dirty_expire, so fsync or sync(2) writes all of the data.
+    let writes = |hint: SyncWriteHint, fsync: bool| {
+        let params = HostParams {
+            sync_write_hint: hint,
+            ..HostParams::default()
+        };
+        let mut host = common::host_on("ide-2003", 1, Some(params));
+        let row = host.add_row("w", true);
+        let program: Box<dyn elevator_host::Program> = if fsync {
+            Box::new(WriteAndFsync::new(FileId::ROOT, 8 << 20, true))
+        } else {
+            let src = big_file(host.fs_mut(), FileId::ROOT, 8 << 20, 1).unwrap();
+            Box::new(Cp::new(src, false, FileId::ROOT, 4096, true))
+        };
+        host.spawn(row, program, Duration::ZERO, IoPrio::default());
+        let (_, log) = common::run(&mut host, "deadline", "ide-2003", 600);
+        host.row_stats(row).finished.expect("finished");
+        let w: Vec<(bool, bool)> = log
+            .iter()
+            .filter(|s| s.op == Op::Write)
+            .map(|s| (s.sync, s.noidle))
+            .collect();
+        assert!(w.len() >= 8 << 20 >> 17, "{} writes", w.len());
+        w
+    };
+    for (hint, fsync_marked, sync_marked) in [
+        (SyncWriteHint::Never, false, false),
+        (SyncWriteHint::Fsync, true, false),
+        (SyncWriteHint::DataIntegrity, true, true),
+    ] {
+        for (fsync, marked) in [(true, fsync_marked), (false, sync_marked)] {
+            let w = writes(hint, fsync);
+            println!(
+                "{hint:?}, {}: {} of {} writes sync",
+                if fsync { "fsync" } else { "sync(2)" },
+                w.iter().filter(|x| x.0).count(),
+                w.len()
+            );
+            assert!(
+                w.iter()
+                    .all(|&(sync, noidle)| sync == marked && noidle == marked),
+                "{hint:?} fsync={fsync}"
+            );
+        }
+    }
+    assert_eq!(
+        HostParams::linux_2_6().sync_write_hint,
+        SyncWriteHint::Never
+    );
+    assert_eq!(
+        HostParams::linux_2_6_32().sync_write_hint,
+        SyncWriteHint::DataIntegrity
+    );
+}
+
+/// 2.5.61's `balance_dirty_pages` keeps a throttled writer until dirty and
+/// writeback memory is under the limit; from 2.5.65 it lets it go once it
+/// has written `sync_writeback_pages()`, over the limit or not. A second
+/// writer that dirties a little while dd streams is held far longer by the
+/// first rule.
+#[test]
+fn a_throttled_writer_leaves_only_under_the_limit_on_2_5_61() {
+    let run = |until_below: bool| {
+        // Request slots enough that a writer never waits for one (Andrew
+        // Morton tested "an 8192-slot queue" in the seed's thread): only
+        // balance_dirty_pages holds it.
+        let params = HostParams {
+            throttle_until_below_limit: until_below,
+            nr_requests: 8192,
+            ..HostParams::default()
+        };
+        let mut host = common::host_on("ide-2003", 1, Some(params));
+        let f = host
+            .fs_mut()
+            .create(FileId::ROOT, elevator_host::fs::Kind::File, 1)
+            .unwrap();
+        let dd = host.add_row("dd", false);
+        host.spawn(
+            dd,
+            Box::new(Dd::new(f, 1 << 20, 400, true)),
+            Duration::ZERO,
+            IoPrio::default(),
+        );
+        // Once dd holds memory at the limit: 64 writes of 64 KiB.
+        let small = host.add_row("small", true);
+        host.spawn(
+            small,
+            Box::new(WriteAndFsync::new(FileId::ROOT, 4 << 20, false)),
+            Duration::from_secs(8),
+            IoPrio::default(),
+        );
+        common::run(&mut host, "deadline", "ide-2003", 600);
+        let s = host.row_stats(small);
+        let took = s.finished.expect("small writer finished").as_secs_f64() - 8.0;
+        (took, host.stats)
+    };
+    let (held, old) = run(true);
+    let (let_go, new) = run(false);
+    println!(
+        "4 MB written during dd: {held:.2} s on 2.5.61 ({} exits over the limit, {} waits), \
+         {let_go:.2} s on 2.5.65+ ({} exits over the limit, {} waits)",
+        old.throttle_exits_over_limit,
+        old.throttle_waits,
+        new.throttle_exits_over_limit,
+        new.throttle_waits
+    );
+    assert_eq!(old.throttle_exits_over_limit, 0);
+    assert!(new.throttle_exits_over_limit > 0);
+    assert!(old.throttle_waits > new.throttle_waits);
+    assert!(
+        held > 2.0 * let_go,
+        "held {held:.2} s, let go {let_go:.2} s"
+    );
+    assert!(HostParams::linux_2_6().throttle_until_below_limit);
+    assert!(!HostParams::linux_2_6_32().throttle_until_below_limit);
 }
 
 #[test]

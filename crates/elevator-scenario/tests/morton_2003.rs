@@ -191,3 +191,72 @@ fn the_2_4_column_is_unfair_and_slow_for_dependent_reads() {
         assert!(old > 2.0 * d, "{name}: 2.4 {old} vs deadline {d}");
     }
 }
+
+/// Experiment 3 under AS: anticipation holds the disk for the streaming
+/// `cat`, and each of the xterm's reads, far from it, waits for the FIFO
+/// check that comes once per `read_expire`. The 2003 scenarios run AS with
+/// the defaults it was merged with (2.5.74, kept through 2.6.1), where
+/// `read_expire` is 50 ms ("a request might take anywhere < 100ms"); with
+/// 2.6.32's 125 ms the xterm's reads wait about 2.5 times as long.
+#[test]
+fn as_serves_the_xterm_behind_a_stream_once_per_read_expire() {
+    use elevator_sched::policy::anticipatory::DEFAULTS_2003_MS;
+    let defaults: std::collections::BTreeMap<String, i64> = DEFAULTS_2003_MS
+        .iter()
+        .map(|&(k, v)| (k.to_string(), v))
+        .collect();
+    for (name, _) in builtins()
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("morton-"))
+    {
+        let s = builtin(name).expect("built-in").expect("valid");
+        assert_eq!(
+            s.tunables.get("anticipatory"),
+            Some(&defaults),
+            "{name} runs AS with its 2003 defaults"
+        );
+        let rules = s.tunables.get("deadline").and_then(|t| t.get("rules"));
+        assert_eq!(
+            rules,
+            Some(&elevator_sched::policy::deadline::RULES_2_5_61),
+            "{name} runs 2.5.61's deadline"
+        );
+    }
+    let xterm_reads = |tunables: Option<&[(&str, i64)]>| {
+        let mut s = builtin("morton-3-streaming-read-vs-interactivity")
+            .expect("built-in")
+            .expect("valid");
+        s.schedulers = vec!["anticipatory".to_string()];
+        if let Some(t) = tunables {
+            s.tunables.insert(
+                "anticipatory".to_string(),
+                t.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
+            );
+        }
+        let r = run(&s, &RunOptions::default(), &mut |_| {}).expect("runs");
+        let xterm = r.runs[0]
+            .jobs
+            .iter()
+            .find(|j| j.name == "xterm")
+            .expect("xterm ran")
+            .clone();
+        (r.runs[0].result.value, xterm.lat_mean_ms)
+    };
+    let (took, mean) = xterm_reads(None);
+    let (took_2632, mean_2632) = xterm_reads(Some(&[
+        ("read_expire", 125),
+        ("write_expire", 250),
+        ("read_batch_expire", 500),
+        ("write_batch_expire", 125),
+    ]));
+    println!(
+        "xterm during a cat loop under AS: {took:.2} s, reads {mean:.0} ms on average \
+         (2.5.74-2.6.1 defaults); {took_2632:.2} s, {mean_2632:.0} ms (2.6.32's); seed 9 s"
+    );
+    assert!(mean > 25.0 && mean < 100.0, "read_expire 50: {mean:.0} ms");
+    assert!(
+        mean_2632 > 125.0 && mean_2632 < 250.0,
+        "read_expire 125: {mean_2632:.0} ms"
+    );
+    assert!(took_2632 > 2.0 * took);
+}

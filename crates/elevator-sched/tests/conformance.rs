@@ -66,6 +66,40 @@ fn every_registered_policy_conforms() {
 /// `write_expire` (so a starved write would break deadline's bound; the
 /// `ReadsFirst` test below shows it does). Without this, a change to the
 /// generators could quietly make the suite toothless.
+/// The 2003 scenarios run two policies off their defaults: deadline with
+/// 2.5.61's batching and AS with the defaults of 2.5.74-2.6.1. Those
+/// settings face the same suite.
+#[test]
+fn the_2003_settings_of_deadline_and_anticipatory_conform() {
+    use elevator_sched::policy::{anticipatory, deadline};
+    let variants: [(&SchedulerType, Vec<(&str, i64)>); 2] = [
+        (&deadline::TYPE, vec![("rules", deadline::RULES_2_5_61)]),
+        (&anticipatory::TYPE, anticipatory::DEFAULTS_2003_MS.to_vec()),
+    ];
+    std::thread::scope(|s| {
+        for (ty, set) in &variants {
+            s.spawn(move || {
+                let t = ty.tunables(set.iter().copied()).expect("valid tunables");
+                let mut runner = strategy::runner(CASES_PER_POLICY);
+                runner
+                    .run(&strategy::case(), |case| {
+                        let policy = (ty.build)(&t, &case.device.limits);
+                        run(policy, &case, &Options::default())
+                            .map(drop)
+                            .map_err(|v| TestCaseError::fail(v.to_string()))
+                    })
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "{} with {set:?} fails the conformance suite (proptest seed {}):\n{e}",
+                            ty.name,
+                            strategy::seed()
+                        )
+                    });
+            });
+        }
+    });
+}
+
 #[test]
 fn generated_cases_exercise_merges_queues_and_expiry() {
     const CASES: usize = 48;

@@ -6,7 +6,8 @@
 //! Documentation/block/as-iosched.txt), itself an implementation of Iyer
 //! and Druschel, "Anticipatory scheduling: a disk scheduling framework to
 //! overcome deceptive idleness in synchronous I/O", SOSP 2001. This module
-//! follows the 2.6.32 text.
+//! follows the 2.6.32 text; its defaults are 2.6.32's, and the 2003
+//! scenarios set those of 2.5.74-2.6.1 ([`DEFAULTS_2003_MS`]).
 //!
 //! # The problem it solves
 //! A task reading a file issues one read, waits for it, thinks a little and
@@ -141,6 +142,22 @@ pub const WRITE_BATCH_EXPIRE_MS: i64 = 125;
 /// Longest anticipation, HZ/150 jiffies = 6 ms at HZ=1000
 /// (`default_antic_expire`, at least one jiffy).
 pub const ANTIC_EXPIRE_MS: i64 = 6;
+
+/// The defaults AS was merged with (2.5.74, 4 Jul 2003) and kept through
+/// 2.6.1, in ms at HZ=1000: `read_expire` HZ/20, `write_expire` HZ/5,
+/// `read_batch_expire` HZ/5, `write_batch_expire` HZ/20 (`antic_expire`
+/// HZ/150 unchanged). "AS tuning" (2.6.2, Jan 2004) and "AS: increase batch
+/// expiry intervals" (2.6.7, May 2004) raised them to the values above. The
+/// 2003 scenarios set these: the seed ran AS from 2.5.61-mm1, of the same
+/// series, and the merge's own text describes `read_expire` = 50 ("a request
+/// might take anywhere < 100ms"), as Nick Piggin does in the seed's thread
+/// ("read_expire*2 in the current implementation").
+pub const DEFAULTS_2003_MS: [(&str, i64); 4] = [
+    ("read_expire", 50),
+    ("write_expire", 200),
+    ("read_batch_expire", 200),
+    ("write_batch_expire", 50),
+];
 
 /// Think times are clamped below 20 ms (`MAX_THINKTIME`, HZ/50): a task
 /// waiting for its user should not look like a slow reader for ever.

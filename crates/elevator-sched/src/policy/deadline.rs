@@ -16,6 +16,25 @@
 //!    in the other direction or reached the highest sector); else continue
 //!    the sweep. Expiry is checked only here, when a batch starts.
 //!
+//! `rules = 2561` runs the batching of 2.5.61 instead, the "2.5.61+hacks"
+//! the 2003 benchmarks measured (drivers/block/deadline-iosched.c of
+//! 2.5.61, `deadline_dispatch_requests`; one `last_sector` for both
+//! directions):
+//! - a batch goes on only with a request that starts where the last one
+//!   ended ("end the batch on a non sequential request": `batching +=
+//!   fifo_batch`);
+//! - the count is reset only when a batch starts at an expired request or
+//!   at the lowest sector; continuing the sweep keeps it, so once a batch
+//!   has ended, every dispatch picks a direction and looks at the FIFO
+//!   until one of those resets;
+//! - a sweep with nowhere to go wraps to the direction's lowest sector
+//!   (the one-way elevator, `deadline_find_first_drq`), not the FIFO head.
+//!
+//! Aaron Carroll's "deadline-iosched: allow non-sequential batching"
+//! (2.6.25) gave the batching above: with only sector-contiguous batches,
+//! its message says, deadline was "essentially first come first served"
+//! once requests expire.
+//!
 //! A new request is back-merged into a queued one that ends where it
 //! starts, and front-merged (if `front_merges`) into one that starts where
 //! it ends. A survivor takes the earlier deadline of the two it joins.
@@ -58,6 +77,10 @@ pub const FIFO_BATCH: i64 = 16;
 pub const WRITES_STARVED: i64 = 2;
 /// Front merges are looked up by default (`front_merges`).
 pub const FRONT_MERGES: i64 = 1;
+/// Batching as of 2.6.25 (`rules`); 2561 selects 2.5.61's (module docs).
+pub const RULES: i64 = 2625;
+/// `rules` for 2.5.61's batching.
+pub const RULES_2_5_61: i64 = 2561;
 
 pub const TYPE: SchedulerType = SchedulerType {
     name: "deadline",
@@ -94,6 +117,12 @@ pub const TYPE: SchedulerType = SchedulerType {
             default: FRONT_MERGES,
             unit: "bool",
             about: "try front merges as well as back merges",
+        },
+        Tunable {
+            name: "rules",
+            default: RULES,
+            unit: "version",
+            about: "batching of 2.6.25 (2625) or 2.5.61 (2561: sector-contiguous batches)",
         },
     ],
     build: |t, limits| Box::new(Deadline::from_tunables(t, limits)),
@@ -172,6 +201,11 @@ impl Direction {
         }
     }
 
+    /// The first sector of the queued request at `place`.
+    fn sector_at(&self, place: Place) -> Sector {
+        self.sorted.at(place).expect("queued").sector
+    }
+
     /// Remove the request at `place`; also returns its sector-order
     /// successor. Its FIFO entry goes stale.
     pub(crate) fn take(&mut self, place: Place) -> (Request, Option<Place>) {
@@ -242,6 +276,8 @@ pub struct Deadline {
     last_sector: Sector,
     /// Why the last dispatch chose its request (the decision trace).
     reason: &'static str,
+    /// 2.5.61's batching (`rules = 2561`).
+    rules_2561: bool,
 }
 
 impl Deadline {
@@ -264,6 +300,7 @@ impl Deadline {
             starved: 0,
             last_sector: 0,
             reason: "",
+            rules_2561: t.get("rules") < RULES,
         }
     }
 
@@ -314,13 +351,17 @@ impl Scheduler for Deadline {
             return Dispatch::Empty;
         }
 
-        // 1. Continue the running batch.
-        if self.batching < self.fifo_batch {
-            for dir in [WRITE, READ] {
-                if let Some(id) = self.live_next(dir) {
-                    self.reason = "batch continue";
-                    return Dispatch::Request(self.move_request(dir, id));
-                }
+        // 1. Continue the running batch (2.5.61: only contiguously).
+        let next = [WRITE, READ]
+            .into_iter()
+            .find_map(|dir| self.live_next(dir).map(|place| (dir, place)));
+        if let Some((dir, place)) = next {
+            if self.rules_2561 && self.dirs[dir].sector_at(place) != self.last_sector {
+                self.batching = self.batching.saturating_add(self.fifo_batch);
+            }
+            if self.batching < self.fifo_batch {
+                self.reason = "batch continue";
+                return Dispatch::Request(self.move_request(dir, place));
             }
         }
 
@@ -341,18 +382,31 @@ impl Scheduler for Deadline {
         let place = match self.live_next(dir) {
             Some(next) if head.deadline > now => {
                 self.reason = "batch start, sector order";
+                // 2.5.61 keeps the count: the next dispatch chooses again.
+                if !self.rules_2561 {
+                    self.batching = 0;
+                }
                 next
             }
             Some(_) => {
                 self.reason = "batch start, expired fifo";
+                self.batching = 0;
                 head.place
+            }
+            None if self.rules_2561 && head.deadline > now => {
+                self.reason = "batch start, lowest sector (sweep ended)";
+                self.batching = 0;
+                self.dirs[dir]
+                    .sorted
+                    .first()
+                    .expect("direction has requests")
             }
             None => {
                 self.reason = "batch start, fifo head (sweep ended)";
+                self.batching = 0;
                 head.place
             }
         };
-        self.batching = 0;
         Dispatch::Request(self.move_request(dir, place))
     }
 
@@ -393,6 +447,44 @@ mod tests {
         }
         // First batch starts at the FIFO head (no successor yet), then sweeps up.
         assert_eq!(drain(&mut s, Instant::ZERO), vec![1, 4, 2, 3]);
+    }
+
+    /// 2.5.61 ends a batch at the first request that does not start where
+    /// the last one ended and chooses the direction again (reads first);
+    /// 2.6.25 sweeps on through the gap. When the sweep ends 2.5.61 goes
+    /// back to the lowest sector, 2.6.25 to the oldest request.
+    #[test]
+    fn rules_2561_end_a_batch_at_a_gap_and_wrap_to_the_lowest_sector() {
+        let order = |rules: i64| {
+            let t = TYPE.tunables([("rules", rules)]).unwrap();
+            let mut s = Deadline::from_tunables(&t, &QueueLimits::default());
+            // Full-size writes cannot merge: 0, 256 and 512 are contiguous,
+            // 2000 and 2256 lie past a gap; 3000 arrives first.
+            s.insert(Request::write(9, 2, 3000, 256), Instant::ZERO);
+            for (id, sector) in [(1, 0), (2, 256), (3, 512), (4, 2000), (5, 2256)] {
+                s.insert(Request::write(id, 2, sector, 256), Instant(1));
+            }
+            let mut out = Vec::new();
+            for _ in 0..7 {
+                if out.len() == 2 {
+                    // A read arrives once the write batch is under way.
+                    s.insert(Request::read(10, 1, 90_000, 8), Instant(2));
+                }
+                match s.dispatch(Instant(3)) {
+                    Dispatch::Request(r) => out.push(r.id.0),
+                    other => panic!("{other:?}"),
+                }
+            }
+            out
+        };
+        // The oldest write (3000) starts; the sweep wraps to 0: 2.6.25 at
+        // the FIFO head, which is 0 as well (deadlines tie, lower id).
+        assert_eq!(order(RULES), vec![9, 1, 2, 3, 4, 5, 10]);
+        // 2.5.61: with no sweep under way it starts at the lowest sector
+        // (0), not the oldest request; 0 -> 256 -> 512 are contiguous; 2000
+        // is not, so the read goes first; then the writes start again at
+        // the lowest sector, and 3000 comes last.
+        assert_eq!(order(RULES_2_5_61), vec![1, 2, 3, 10, 4, 5, 9]);
     }
 
     #[test]
