@@ -84,10 +84,38 @@ fn read(path: &Path) -> Result<String, ImportError> {
 
 /// Every `key = value` of `text`, and the `source X` lines.
 fn assignments(file: &str, text: &str) -> (Vec<Assign>, Vec<String>) {
-    let mut out = Vec::new();
+    let mut out: Vec<Assign> = Vec::new();
     let mut sources = Vec::new();
+    // A list value (`slips = [` and its numbers on the lines that follow,
+    // up to `]`) open on the last assignment.
+    let mut open_list = false;
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
+        if open_list {
+            let last = out.last_mut().expect("a list opens on an assignment");
+            if let Some(rest) = line.strip_prefix(']') {
+                last.value.push(']');
+                open_list = false;
+                if rest.trim().trim_start_matches(',').trim().is_empty() {
+                    continue;
+                }
+            } else if !line.is_empty()
+                && line
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == ',' || c.is_whitespace())
+            {
+                for n in line.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    if !last.value.ends_with('[') {
+                        last.value.push(',');
+                    }
+                    last.value.push_str(n);
+                }
+                continue;
+            } else {
+                // Not a list of numbers (`Zones = [` opens blocks).
+                open_list = false;
+            }
+        }
         if let Some(rest) = line.strip_prefix("source ") {
             sources.push(rest.trim().to_string());
             continue;
@@ -102,6 +130,7 @@ fn assignments(file: &str, text: &str) -> (Vec<Assign>, Vec<String>) {
         if key.is_empty() {
             continue;
         }
+        open_list = value == "[";
         out.push(Assign {
             file: file.to_string(),
             line: i + 1,
@@ -250,7 +279,19 @@ pub fn import_disksim_with(
             message: "no `source X.diskspecs` line: which drive?".into(),
         })?;
     let spec_name = spec_path.display().to_string();
-    let (disk_items, _) = assignments(&spec_name, &read(&spec_path)?);
+    let spec_text = read(&spec_path)?;
+    // The disk spec's block name (`disksim_disk IBM_DNES-309170W_validate {`).
+    let spec_block = spec_text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("disksim_disk "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|b| {
+            b.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        })
+        .map(|b| format!(" {b}"))
+        .unwrap_or_default();
+    let (disk_items, _) = assignments(&spec_name, &spec_text);
     let model_file = disk_items
         .iter()
         .find(|a| a.key == "Model")
@@ -302,7 +343,7 @@ pub fn import_disksim_with(
     let _ = writeln!(t, "kind = \"hdd\"");
     let _ = writeln!(
         t,
-        "description = \"{name}, imported from DiskSim's validated model\"\n"
+        "description = \"{name}, imported from DiskSim's validated model{spec_block}\"\n"
     );
 
     // Interface.
@@ -412,10 +453,41 @@ pub fn import_disksim_with(
     if starts.is_empty() {
         return Err(model.missing(&model_name, "First cylinder number"));
     }
+    // DiskSim's sparing scheme (layout_g1.h): the model lays out slips as
+    // scheme 7 does (`SECTATEND_SPARING`: slipped blocks pushed to the
+    // zone's end, no spare blocks per cylinder); with no sparing (0) there
+    // is nothing to lay out. Other schemes stay a warning.
+    let scheme_at = model.find("Sparing scheme used");
+    let scheme = match scheme_at {
+        Some(i) => model.items[i].value.parse::<f64>().unwrap_or(-1.0),
+        None => 0.0,
+    };
+    let slips_laid_out = scheme == 7.0;
+    // Scheme 1 (`TRACK_SPARING`): each zone's "Number of spares" tracks at
+    // its end are not mapped (`g1_ltop_trackspare`,
+    // `dm_layout_g1_compute_blksinband`); its slips (whole tracks) are
+    // not laid out.
+    let track_sparing = scheme == 1.0;
+    if let Some(i) = scheme_at {
+        model.used[i] = scheme == 0.0 || slips_laid_out || track_sparing;
+    }
+    if let Some(i) = model.find("Rangesize for sparing") {
+        // Only SECTPERRANGE_SPARING (8) reads it (layout_g1_load.c).
+        model.used[i] = scheme != 8.0;
+    }
+    let mut firsts = Vec::new();
+    let mut fronts: Vec<(usize, u64, String)> = Vec::new();
+    let mut slips: Vec<(usize, u64)> = Vec::new();
+    let mut spares: Vec<(usize, u64)> = Vec::new();
+    let mut offsets: Vec<(usize, u64)> = Vec::new();
+    // "Offset of first block" is in sectors unless "Skew units" says
+    // revolutions (layout_g1_zone.modspec); only sectors are read.
+    let offsets_in_sectors = model.find("Skew units").is_none();
     for (z, &start) in starts.iter().enumerate() {
-        let end = (start + 1..model.items.len())
+        let next_zone = starts.get(z + 1).copied().unwrap_or(model.items.len());
+        let end = (start + 1..next_zone)
             .find(|&i| !ZONE_KEYS.contains(&model.items[i].key.as_str()))
-            .unwrap_or(model.items.len());
+            .unwrap_or(next_zone);
         let mut field = |key: &str| -> Result<f64, ImportError> {
             let i = (start..end)
                 .find(|&i| model.items[i].key == key)
@@ -446,6 +518,46 @@ pub fn import_disksim_with(
             ts as u32,
             cs as u32,
         ]);
+        firsts.push(first as u32);
+        if let Some(i) = (start..end).find(|&i| model.items[i].key == "Empty space at zone front") {
+            let v = model.number(i)?;
+            if v > 0.0 {
+                let a = &model.items[i];
+                fronts.push((z, v as u64, format!("{}:{}", a.file, a.line)));
+            }
+        }
+        if offsets_in_sectors {
+            if let Some(i) = (start..end).find(|&i| model.items[i].key == "Offset of first block") {
+                let v = model.number(i)?;
+                if v > 0.0 {
+                    offsets.push((z, v as u64));
+                }
+            }
+        }
+        if track_sparing {
+            if let Some(i) = (start..end).find(|&i| model.items[i].key == "Number of spares") {
+                let v = model.number(i)?;
+                if v > 0.0 {
+                    spares.push((z, v as u64));
+                }
+            }
+        }
+        if slips_laid_out {
+            if let Some(i) = (start..end).find(|&i| model.items[i].key == "slips") {
+                model.used[i] = true;
+                let a = &model.items[i];
+                let list = a.value.trim_start_matches('[').trim_end_matches(']');
+                for n in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let block = n.parse::<u64>().map_err(|_| ImportError {
+                        file: a.file.clone(),
+                        line: a.line,
+                        key: "slips".into(),
+                        message: format!("{n:?} in zone {z} is not a block number"),
+                    })?;
+                    slips.push((z, block));
+                }
+            }
+        }
         for i in start..end {
             let a = &model.items[i];
             if !model.used[i] && !is_zero(&a.value) {
@@ -473,13 +585,34 @@ pub fn import_disksim_with(
             key: "Blocks per track".into(),
             message: "the zones hold more than 2^64 sectors".into(),
         })?;
+    // DiskSim's own capacity check (`dm_layout_g1_compute_blksinband`):
+    // the zones less their empty fronts and slips hold "Block count"
+    // blocks exactly when the layout was read as DiskSim lays it out.
+    let spare_blocks: u64 = spares.iter().map(|&(z, n)| n * u64::from(rows[z][1])).sum();
+    let laid_out = sectors
+        .saturating_sub(fronts.iter().map(|f| f.1).sum::<u64>())
+        .saturating_sub(slips.len() as u64)
+        .saturating_sub(spare_blocks);
+    // DiskSim itself replaces "Block count" by the zones' count
+    // (`checknumblocks` in layout_g1_load.c), so a mismatch is only noted.
+    let block_count = model.find("Block count").map(|i| {
+        model.used[i] = true;
+        model.items[i].value.clone()
+    });
     let _ = writeln!(
         t,
         "[layout]\n# {}'s {} zones (dm_layout_g1), outer first: [cylinders (last - first + 1), \
          \"Blocks per track\",\n# \"Skew for track switch\", \"Skew for cylinder switch\"]; \
-         {sectors} sectors without spares and slips.\nzone_table = [",
+         {sectors} blocks,\n# {laid_out} mapped once spares and slips are laid out{}.\nzone_table = [",
         model_name,
-        rows.len()
+        rows.len(),
+        match block_count {
+            Some(n) if n != laid_out.to_string() => format!(
+                " (the model's \"Block count = {n}\" differs; DiskSim,\n# too, takes the zones' \
+                 count: layout_g1_load.c, checknumblocks)"
+            ),
+            _ => String::new(),
+        }
     );
     for chunk in rows.chunks(4) {
         let row: Vec<String> = chunk
@@ -487,6 +620,60 @@ pub fn import_disksim_with(
             .map(|r| format!("[{}, {}, {}, {}]", r[0], r[1], r[2], r[3]))
             .collect();
         let _ = writeln!(t, "  {},", row.join(", "));
+    }
+    let _ = writeln!(
+        t,
+        "]\n# Each zone's \"First cylinder number\" ({model_name}); the cylinders \
+         between zones are spares.\nzone_first_cylinders = ["
+    );
+    for chunk in firsts.chunks(12) {
+        let row: Vec<String> = chunk.iter().map(u32::to_string).collect();
+        let _ = writeln!(t, "  {},", row.join(", "));
+    }
+    if !fronts.is_empty() {
+        let _ = writeln!(
+            t,
+            "]\n# [zone, \"Empty space at zone front\"] ({}).",
+            fronts[0].2
+        );
+        let rows: Vec<String> = fronts
+            .iter()
+            .map(|(z, v, _)| format!("[{z}, {v}]"))
+            .collect();
+        let _ = write!(t, "zone_front_empty = [{}", rows.join(", "));
+    }
+    if !offsets.is_empty() {
+        let _ = writeln!(
+            t,
+            "]\n# [zone, \"Offset of first block\"] in sectors ({model_name}).\n\
+             zone_first_block_offset = ["
+        );
+        for chunk in offsets.chunks(6) {
+            let row: Vec<String> = chunk.iter().map(|(z, n)| format!("[{z}, {n}]")).collect();
+            let _ = writeln!(t, "  {},", row.join(", "));
+        }
+    }
+    if !spares.is_empty() {
+        let _ = writeln!(
+            t,
+            "]\n# [zone, \"Number of spares\"] ({model_name}),\n# \"Sparing scheme used = 1\": \
+             spare tracks at the zone's end.\nzone_spare_tracks = ["
+        );
+        for chunk in spares.chunks(6) {
+            let row: Vec<String> = chunk.iter().map(|(z, n)| format!("[{z}, {n}]")).collect();
+            let _ = writeln!(t, "  {},", row.join(", "));
+        }
+    }
+    if !slips.is_empty() {
+        let _ = writeln!(
+            t,
+            "]\n# [zone, block] for each of the zones' `slips` ({model_name}),\n# \
+             \"Sparing scheme used = 7\": slipped blocks slip to the zone's end.\nzone_slips = ["
+        );
+        for chunk in slips.chunks(6) {
+            let row: Vec<String> = chunk.iter().map(|(z, b)| format!("[{z}, {b}]")).collect();
+            let _ = writeln!(t, "  {},", row.join(", "));
+        }
     }
     let _ = writeln!(t, "]\n");
 
@@ -569,6 +756,12 @@ pub fn import_disksim_with(
         "# One segment ({size_src}; at least max_sectors).\n\
          write_buffer_sectors = {wb}\n# {ws_src}.\nwrite_buffer_runs = {}",
         write_segs.max(1.0) as u32
+    );
+
+    let _ = writeln!(
+        t,
+        "# disksim_diskcache.c, disk_buffer_set_segment: a write empties every clean segment \
+         it overlaps.\nwrite_empties_segment = true"
     );
 
     // When read data may start across the bus (disksim_diskctlr.c,

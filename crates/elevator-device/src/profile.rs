@@ -50,7 +50,7 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ),
     (
         "ibm18es",
-        "IBM Ultrastar 18ES (DNES-309170W), 9 GB, from DiskSim's validated model",
+        "ibm18es, imported from DiskSim's validated model IBM_DNES-309170W_validate",
         include_str!("../profiles/ibm18es.toml"),
     ),
     (
@@ -347,6 +347,23 @@ struct HddLayout {
     inner_sectors_per_track: Option<u32>,
     /// Rows of `[cylinders, sectors_per_track, track_skew, cylinder_skew]`.
     zone_table: Option<Vec<[u32; 4]>>,
+    /// Each zone's first cylinder (DiskSim's "First cylinder number"),
+    /// one per `zone_table` row; cylinders between zones are spares, not
+    /// mapped. Absent: each zone follows the one before.
+    zone_first_cylinders: Option<Vec<u32>>,
+    /// `[zone, blocks]` rows: unmapped blocks at a zone's front (DiskSim's
+    /// "Empty space at zone front").
+    zone_front_empty: Option<Vec<[u64; 2]>>,
+    /// `[zone, block]` rows: slipped blocks, by physical block number in
+    /// the zone (DiskSim's `slips` with "Sparing scheme used = 7", slips
+    /// to the zone's end).
+    zone_slips: Option<Vec<[u64; 2]>>,
+    /// `[zone, tracks]` rows: spare tracks at a zone's end, not mapped
+    /// (DiskSim's "Number of spares" with "Sparing scheme used = 1").
+    zone_spare_tracks: Option<Vec<[u64; 2]>>,
+    /// `[zone, sectors]` rows: how far round from angle 0 a zone's first
+    /// block lies (DiskSim's "Offset of first block").
+    zone_first_block_offset: Option<Vec<[u64; 2]>>,
 }
 
 #[derive(Deserialize)]
@@ -375,6 +392,10 @@ struct HddCache {
     write_cache: bool,
     write_buffer_sectors: u32,
     write_buffer_runs: u32,
+    /// A write empties every read segment it overlaps, as DiskSim's
+    /// `disk_buffer_set_segment` does (default false: a segment keeps its
+    /// sectors before the write).
+    write_empties_segment: Option<bool>,
     /// DiskSim's "High (read) water mark": the fraction of a read (of its
     /// segment, without `watermark_by_request_size`) that must be in the
     /// buffer before its data starts across the bus. Absent: the data
@@ -417,8 +438,11 @@ impl HddFile {
             0.0..=20.0,
         )?;
         let settle = c.check("mechanics.write_settle_ms", m.write_settle_ms, 0.0..=20.0)?;
-        let zones = self.layout.zones(c, rpm, hs, cs)?;
-        let cylinders: u32 = zones.iter().map(|z| z.cylinders).sum();
+        let mut zones = self.layout.zones(c, rpm, hs, cs)?;
+        self.layout.spares(c, surfaces, &mut zones)?;
+        let cylinders: u32 = zones.iter().fold(0, |end, z| {
+            z.first_cylinder.unwrap_or(end).max(end) + z.cylinders
+        });
         let seek = m.seek(c, cylinders)?;
         let ctl = &self.controller;
         let read_miss = c.check(
@@ -520,6 +544,7 @@ impl HddFile {
             write_cache: k.write_cache,
             write_buffer_sectors: u64::from(wb),
             write_buffer_runs: runs,
+            write_empties_segment: k.write_empties_segment.unwrap_or(false),
             read_watermark,
             min_read_ahead: u64::from(min_read_ahead),
             queue_depth,
@@ -583,6 +608,92 @@ impl HddMechanics {
 }
 
 impl HddLayout {
+    /// Spare cylinders between zones, empty zone fronts and slipped blocks
+    /// (DiskSim's `dm_layout_g1`, see `hdd::geometry`), checked against
+    /// the zones they name.
+    fn spares(&self, c: &Ctx, surfaces: u32, zones: &mut [ZoneSpec]) -> Result<(), ProfileError> {
+        if let Some(firsts) = &self.zone_first_cylinders {
+            let key = "layout.zone_first_cylinders";
+            if firsts.len() != zones.len() {
+                return Err(c.error(
+                    key,
+                    format!("has {} entries for {} zones", firsts.len(), zones.len()),
+                ));
+            }
+            let mut end = 0u32;
+            for (n, (z, &first)) in zones.iter_mut().zip(firsts).enumerate() {
+                let first = c.check(&format!("{key}[{n}]"), first, 0..=10_000_000)?;
+                if first < end {
+                    return Err(c.error(
+                        &format!("{key}[{n}]"),
+                        format!("cylinder {first} is inside the zone before (it ends at {end})"),
+                    ));
+                }
+                z.first_cylinder = Some(first);
+                end = first.saturating_add(z.cylinders);
+            }
+        }
+        let count = zones.len();
+        let zone = |key: &str, n: usize, row: [u64; 2]| -> Result<usize, ProfileError> {
+            usize::try_from(row[0])
+                .ok()
+                .filter(|&z| z < count)
+                .ok_or_else(|| {
+                    c.error(
+                        &format!("{key}[{n}]"),
+                        format!("zone {} does not exist ({count} zones)", row[0]),
+                    )
+                })
+        };
+        let blocks = |z: &ZoneSpec| {
+            u64::from(z.cylinders) * u64::from(surfaces) * u64::from(z.sectors_per_track)
+        };
+        for (n, &row) in self.zone_front_empty.iter().flatten().enumerate() {
+            let key = "layout.zone_front_empty";
+            let i = zone(key, n, row)?;
+            zones[i].front_empty = row[1];
+        }
+        for (n, &row) in self.zone_slips.iter().flatten().enumerate() {
+            let key = "layout.zone_slips";
+            let i = zone(key, n, row)?;
+            let z = &mut zones[i];
+            if row[1] >= blocks(z) || z.slips.last().is_some_and(|&last| row[1] <= last) {
+                return Err(c.error(
+                    &format!("{key}[{n}]"),
+                    format!(
+                        "block {} of zone {i}: slips must rise within a zone and stay below \
+                         its {} blocks",
+                        row[1],
+                        blocks(z)
+                    ),
+                ));
+            }
+            z.slips.push(row[1]);
+        }
+        for (n, &row) in self.zone_spare_tracks.iter().flatten().enumerate() {
+            let key = "layout.zone_spare_tracks";
+            let i = zone(key, n, row)?;
+            let z = &mut zones[i];
+            z.end_spare = row[1].saturating_mul(u64::from(z.sectors_per_track));
+        }
+        for (n, &row) in self.zone_first_block_offset.iter().flatten().enumerate() {
+            let key = format!("layout.zone_first_block_offset[{n}]");
+            let i = zone("layout.zone_first_block_offset", n, row)?;
+            let spt = zones[i].sectors_per_track;
+            zones[i].first_block_offset = c.check(&key, row[1], 0..=u64::from(spt - 1))? as u32;
+        }
+        for (i, z) in zones.iter().enumerate() {
+            let unmapped = z.front_empty.saturating_add(z.end_spare);
+            if unmapped.saturating_add(z.slips.len() as u64) >= blocks(z) {
+                return Err(c.error(
+                    "layout.zone_front_empty",
+                    format!("zone {i} has no block left after its empty front, slips and spares"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The zones, from the explicit table or generated from the outer and
     /// inner track sizes (equal cylinder counts, sectors per track falling
     /// linearly with the radius).
@@ -612,6 +723,7 @@ impl HddLayout {
                             sectors_per_track: spt,
                             track_skew: ts,
                             cylinder_skew: cks,
+                            ..ZoneSpec::default()
                         })
                     })
                     .collect()
@@ -651,6 +763,7 @@ impl HddLayout {
                             sectors_per_track: spt,
                             track_skew: skew_for(ms(hs), rpm, spt),
                             cylinder_skew: skew_for(ms(cs), rpm, spt),
+                            ..ZoneSpec::default()
                         }
                     })
                     .collect())
@@ -871,6 +984,49 @@ mod tests {
             let head: toml::Table = toml::from_str(text).unwrap();
             assert_eq!(head["description"].as_str(), Some(*desc), "{name}");
         }
+    }
+
+    #[test]
+    fn spare_and_slip_keys_are_checked_against_their_zones() {
+        let base = include_str!("../profiles/ide-2003.toml");
+        let layout = |extra: &str| {
+            let mut t = String::new();
+            for line in base.lines() {
+                if line.starts_with("cylinders =") {
+                    continue;
+                }
+                t.push_str(line);
+                t.push('\n');
+                if line == "[layout]" {
+                    t.push_str(extra);
+                }
+            }
+            t.replace("zones = ", "# zones = ")
+                .replace("outer_sectors_per_track", "# outer")
+                .replace("inner_sectors_per_track", "# inner")
+        };
+        let two = "zone_table = [[30000, 845, 100, 150], [30700, 442, 52, 78]]\n";
+        if let Err(e) = parse("t.toml", &layout(two)) {
+            panic!("{e}\n{}", layout(two));
+        }
+        let (_, key, message) = invalid(&layout(&format!(
+            "{two}zone_first_cylinders = [0, 29999]\n"
+        )));
+        assert_eq!(key, "layout.zone_first_cylinders[1]");
+        assert!(message.contains("inside the zone before"), "{message}");
+        let (_, key, message) = invalid(&layout(&format!("{two}zone_slips = [[2, 5]]\n")));
+        assert_eq!(key, "layout.zone_slips[0]");
+        assert!(message.contains("zone 2 does not exist"), "{message}");
+        let (_, key, _) = invalid(&layout(&format!("{two}zone_slips = [[0, 9], [0, 7]]\n")));
+        assert_eq!(key, "layout.zone_slips[1]");
+        let (_, key, _) = invalid(&layout(&format!(
+            "{two}zone_front_empty = [[1, 18446744073709551615]]\n"
+        )));
+        assert_eq!(key, "layout.zone_front_empty");
+        let (_, key, _) = invalid(&layout(&format!(
+            "{two}zone_first_block_offset = [[1, 442]]\n"
+        )));
+        assert_eq!(key, "layout.zone_first_block_offset[0]");
     }
 
     #[test]

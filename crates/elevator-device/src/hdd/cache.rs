@@ -41,14 +41,20 @@ pub struct Segments {
     segs: Vec<Segment>,
     pub segment_sectors: u64,
     clock: u64,
+    /// A write empties every segment it overlaps, as DiskSim's
+    /// `disk_buffer_set_segment` (`disksim_diskcache.c`) empties each
+    /// clean segment overlapping a write; otherwise a segment keeps its
+    /// sectors before the write.
+    empty_on_write: bool,
 }
 
 impl Segments {
-    pub fn new(count: u32, segment_sectors: u64) -> Self {
+    pub fn new(count: u32, segment_sectors: u64, empty_on_write: bool) -> Self {
         Segments {
             segs: vec![Segment::default(); count as usize],
             segment_sectors,
             clock: 0,
+            empty_on_write,
         }
     }
 
@@ -105,8 +111,8 @@ impl Segments {
     }
 
     /// New data was written to `start..end`: cached copies are stale. A
-    /// segment keeps the part before the write, or is emptied. Returns
-    /// whether segment `watch` lost anything.
+    /// segment keeps the part before the write (unless `empty_on_write`),
+    /// or is emptied. Returns whether segment `watch` lost anything.
     pub fn invalidate(&mut self, start: Sector, end: Sector, watch: Option<usize>) -> bool {
         let mut hit_watch = false;
         for (i, s) in self.segs.iter_mut().enumerate() {
@@ -114,7 +120,7 @@ impl Segments {
                 if Some(i) == watch {
                     hit_watch = true;
                 }
-                if s.start < start {
+                if s.start < start && !self.empty_on_write {
                     s.end = start;
                 } else {
                     *s = Segment::default();
@@ -257,7 +263,7 @@ mod tests {
 
     #[test]
     fn segments_keep_one_segment_and_drop_stale_data() {
-        let mut s = Segments::new(2, 100);
+        let mut s = Segments::new(2, 100, false);
         let a = s.take_lru();
         s.set(a, 0, 50);
         s.extend(a, 180);
@@ -271,5 +277,20 @@ mod tests {
         assert_eq!(s.get(a).end, 150);
         s.invalidate(1000, 1001, None);
         assert_eq!(s.lookup(1005, 1006), Lookup::None);
+    }
+
+    #[test]
+    fn as_disksim_a_write_empties_the_segments_it_overlaps() {
+        let mut s = Segments::new(2, 100, true);
+        let a = s.take_lru();
+        s.set(a, 0, 80);
+        let b = s.take_lru();
+        s.set(b, 500, 520);
+        // A write at 60..64: DiskSim empties the whole clean segment, so
+        // its sectors before the write (0..60) are no longer hits.
+        assert!(s.invalidate(60, 64, Some(a)));
+        assert_eq!(s.lookup(10, 20), Lookup::None);
+        // A segment the write does not touch stays.
+        assert_eq!(s.lookup(505, 510), Lookup::Whole(b));
     }
 }
