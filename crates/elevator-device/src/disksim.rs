@@ -775,6 +775,16 @@ pub fn import_disksim_with(
         by_size != 0.0
     );
 
+    // How far the drive reads ahead after a miss before another command
+    // may take the heads (`minreadahead`, disksim_diskctlr.c's
+    // `disk_buffer_stopable_access`).
+    let (min_ra, min_ra_src) = disk.get_or("Minimum read-ahead (blks)", 0.0)?;
+    let _ = writeln!(
+        t,
+        "# {min_ra_src}.\nmin_read_ahead_sectors = {}",
+        (min_ra.max(0.0) as u32).min(seg_size.max(1.0) as u32)
+    );
+
     // Everything else that is set is a warning.
     let mut warnings = Vec::new();
     for spec in [&disk, &model] {

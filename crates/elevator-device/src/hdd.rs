@@ -15,7 +15,17 @@
 //!   segment while the drive is idle, up to one segment past the last
 //!   requested sector. How much it read is computed from the time that
 //!   elapsed, when the next command arrives; a read that continues the
-//!   stream is served as the head reaches it, without repositioning.
+//!   stream is served as the head reaches it, without repositioning. A
+//!   read that misses takes the heads only once the stream has read
+//!   `min_read_ahead` sectors past the last request it served (DiskSim's
+//!   "Minimum read-ahead (blks)": `disk_buffer_stopable_access` in
+//!   disksim_diskctlr.c refuses to stop such a prefetch; SCSI's MINIMUM
+//!   PRE-FETCH, caching mode page 08h). With none, a command queued behind
+//!   a read stops its read-ahead at once, and interleaved streams find
+//!   nothing in their segments. Departures from DiskSim: a read served
+//!   whole from another segment goes to the host at once (DiskSim makes it
+//!   wait for the minimum too), writes (write-through and write-back)
+//!   still stop the read-ahead at once, and the SPTF key ignores it.
 //! * **Write cache**: with it on, a write completes once its data has
 //!   crossed the bus into the buffer (write data crosses one command after
 //!   another). Write-back (destaging) runs on its own timeline whenever
@@ -121,6 +131,9 @@ pub(crate) struct HddParams {
     /// When a read's data may start across the bus; `None`: as soon as
     /// its first sector is read.
     pub read_watermark: Option<Watermark>,
+    /// Sectors read ahead past a read miss before the next command that
+    /// misses may take the heads (DiskSim's "Minimum read-ahead (blks)").
+    pub min_read_ahead: u64,
     pub queue_depth: u32,
     pub max_sectors: u32,
     /// A queued command older than this is served next regardless of
@@ -190,6 +203,10 @@ struct ReadAhead {
     origin: Sector,
     origin_at: Instant,
     limit: Sector,
+    /// The stream holds the heads against a command that misses until it
+    /// has read up to here (the minimum read-ahead; `origin` or less when
+    /// there is none).
+    hold: Sector,
 }
 
 /// Write data on its way from the host into the buffer: sectors
@@ -425,6 +442,19 @@ impl Hdd {
         });
     }
 
+    /// When a command that misses, arriving at `t`, may take the heads:
+    /// once the running stream has read up to its `hold`.
+    fn released_at(&self, t: Instant) -> Instant {
+        match self.readahead {
+            Some(ra) if ra.hold > ra.origin => t.max(self.geo.run_end(
+                ra.origin,
+                ra.hold - ra.origin,
+                ra.origin_at,
+            )),
+            _ => t,
+        }
+    }
+
     /// The heads at `t`, counting read-ahead, without changing state.
     fn head_at(&self, t: Instant) -> Head {
         match &self.readahead {
@@ -550,8 +580,10 @@ impl Hdd {
                         .run_end(ra.origin, job.end - ra.origin, ra.origin_at)
                 };
                 let limit = (job.end + self.segments.segment_sectors).min(self.limits.capacity);
+                let hold = (job.end + self.p.min_read_ahead).min(limit);
                 if let Some(ra) = &mut self.readahead {
                     ra.limit = ra.limit.max(limit);
+                    ra.hold = ra.hold.max(hold);
                 }
                 self.segments.touch(ra.segment);
                 let start = match self.watermark(len) {
@@ -576,8 +608,11 @@ impl Hdd {
         if self.dirty.contains(job.start, job.end) || self.incoming.iter().any(buffered) {
             return hit_end;
         }
-        // A miss: the heads leave the stream. A segment holding the front
-        // of the request is continued, otherwise the oldest is reused.
+        // A miss: the heads leave the stream, once it has read its
+        // minimum. A segment holding the front of the request is
+        // continued, otherwise the oldest is reused.
+        let released = self.released_at(t);
+        self.settle_readahead(released);
         self.readahead = None;
         let (segment, seg_start, from) = match lookup {
             Lookup::Front(i) => {
@@ -586,7 +621,8 @@ impl Hdd {
             }
             _ => (self.segments.take_lru(), job.start, job.start),
         };
-        let ready = t + self.read_miss_overhead();
+        // The command is decoded while the stream finishes its minimum.
+        let ready = (t + self.read_miss_overhead()).max(released);
         let arrive = if from == job.start {
             self.position_placed(from, job.place, ready, false)
         } else {
@@ -602,6 +638,7 @@ impl Hdd {
             origin: from,
             origin_at: arrive,
             limit,
+            hold: (job.end + self.p.min_read_ahead).min(limit),
         });
         // Sectors go to the host as they come off the media, no faster than
         // the interface allows: the slower of the two sets the end.
@@ -1152,5 +1189,43 @@ mod tests {
             }
         }
         assert_eq!(order, vec![1, 3, 2]);
+    }
+
+    /// ide-2003 with `min_read_ahead_sectors` replaced by `n`.
+    fn min_read_ahead(n: u64) -> Box<dyn Device> {
+        profile("ide-2003", |t| {
+            let kept: Vec<&str> = t
+                .lines()
+                .filter(|l| !l.starts_with("min_read_ahead_sectors"))
+                .collect();
+            kept.join("\n") + &format!("\nmin_read_ahead_sectors = {n}\n")
+        })
+    }
+
+    #[test]
+    fn a_miss_waits_until_the_stream_has_read_its_minimum() {
+        let a = req(1, Op::Read, 2_000_000, 8);
+        let far = req(2, Op::Read, 40_000_000, 8);
+        // The stream's next 64 sectors, then one sector more.
+        let next = req(3, Op::Read, 2_000_008, 64);
+        let longer = req(4, Op::Read, 2_000_008, 65);
+        // A hit: 0.1 ms of command overhead and 64 sectors over a 100 MB/s bus.
+        let hit = elevator_core::Duration(100_000 + 64 * 512 * 10);
+        for (min, expect_hit) in [(64, true), (0, false)] {
+            let mut dev = min_read_ahead(min);
+            // The far read arrives the instant the first completes, as the
+            // next queued command does: only the minimum is read ahead.
+            let t = serve(dev.as_mut(), &a, Instant::ZERO);
+            let t = serve(dev.as_mut(), &far, t);
+            let mut probe = min_read_ahead(min);
+            let u = serve(probe.as_mut(), &a, Instant::ZERO);
+            let u = serve(probe.as_mut(), &far, u);
+            let served = serve(dev.as_mut(), &next, t).since(t);
+            assert_eq!(served == hit, expect_hit, "min {min}: {served:?}");
+            // One sector past the minimum is not in the buffer: the heads
+            // go back for it.
+            let beyond = serve(probe.as_mut(), &longer, u).since(u);
+            assert!(beyond > ms(1), "min {min}: {beyond:?}");
+        }
     }
 }

@@ -403,6 +403,11 @@ struct HddCache {
     read_watermark: Option<f64>,
     /// DiskSim's "Set watermark by reqsize" (default true).
     watermark_by_request_size: Option<bool>,
+    /// DiskSim's "Minimum read-ahead (blks)", SCSI's MINIMUM PRE-FETCH
+    /// (caching mode page 08h): sectors the drive reads ahead after a read
+    /// miss before it starts the next command that misses. Absent: 0, the
+    /// read-ahead stops as soon as such a command arrives.
+    min_read_ahead_sectors: Option<u32>,
 }
 
 /// Default NCQ age limit when a queued profile gives none.
@@ -510,6 +515,11 @@ impl HddFile {
             }),
             None => None,
         };
+        let min_read_ahead = c.check(
+            "cache.min_read_ahead_sectors",
+            k.min_read_ahead_sectors.unwrap_or(0),
+            0..=segment_sectors,
+        )?;
         if k.write_cache && wb < max_sectors {
             return Err(c.error(
                 "cache.write_buffer_sectors",
@@ -536,6 +546,7 @@ impl HddFile {
             write_buffer_runs: runs,
             write_empties_segment: k.write_empties_segment.unwrap_or(false),
             read_watermark,
+            min_read_ahead: u64::from(min_read_ahead),
             queue_depth,
             max_sectors,
             age_limit: ms(age),

@@ -196,6 +196,55 @@ fn ide_2003_segment_cache_serves_the_next_sequential_read() {
     assert!(b * 5.0 < c);
 }
 
+/// `streams` sequential readers of 4 KiB each (files laid end to end, as a
+/// tree's small files are), 48 requests each, served one request at a time
+/// in turn, as a sorting policy serves six `find | xargs cat` readers whose
+/// trees lie apart on the disk. Returns the mean service time in ms.
+fn interleaved_small_reads(dev: &mut dyn Device, streams: u64) -> f64 {
+    // Regions 2.4 GB apart: every switch of stream is a seek.
+    let base = |s: u64| 1_000_000 + s * 4_700_000;
+    let run = closed_loop(dev, Instant::ZERO, 1, 1, 48 * streams, &mut |_, n| {
+        (Op::Read, base(n % streams) + (n / streams) * 8, 8)
+    });
+    run.mean_service_ms()
+}
+
+/// The ide-2003 profile text with `min_read_ahead_sectors` set to `n`.
+fn ide_2003_min_read_ahead(n: u32) -> Box<dyn Device> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/profiles/ide-2003.toml"
+    ))
+    .unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("min_read_ahead_sectors"))
+        .collect();
+    let text = kept.join("\n") + &format!("\nmin_read_ahead_sectors = {n}\n");
+    parse("ide-2003", &text).unwrap()
+}
+
+#[test]
+fn ide_2003_serves_interleaved_streams_from_their_segments() {
+    // Six streams, eight segments: after each miss the drive reads its
+    // minimum ahead (32 KiB, 8 more requests of that stream) before it
+    // seeks to the next stream, so one request in nine seeks.
+    let with = interleaved_small_reads(open("ide-2003").unwrap().as_mut(), 6);
+    // With no minimum the next stream's command stops the read-ahead at
+    // once: every request seeks.
+    let without = interleaved_small_reads(ide_2003_min_read_ahead(0).as_mut(), 6);
+    // Ten streams, eight segments: each stream's segment is the least
+    // recently used by the time the stream comes round again.
+    let ten = interleaved_small_reads(open("ide-2003").unwrap().as_mut(), 10);
+    println!(
+        "ide-2003, 4 KiB reads of interleaved sequential streams: six streams {with:.2} ms \
+         per request (no minimum read-ahead: {without:.2} ms), ten streams {ten:.2} ms"
+    );
+    assert!(with < 2.5, "{with} ms");
+    assert!(without > 6.0, "{without} ms");
+    assert!(ten > 6.0, "{ten} ms");
+}
+
 /// A host that keeps `depth` requests of one stream outstanding (`total` in
 /// all) and hands them to `dev` in order whenever the device has a free
 /// tag, as the block layer does under a noop scheduler (these tests use

@@ -47,6 +47,8 @@ fn both_drives_import_and_load() {
         // The overheads after a write are carried; what the model cannot
         // carry is listed, never dropped.
         assert!(t.contains("read_hit_overhead_after_write_ms = "), "{t}");
+        // Both validated drives stop read-ahead for the next command.
+        assert!(t.contains("min_read_ahead_sectors = 0"), "{t}");
         assert!(!imported.warnings.is_empty());
         // The layout is DiskSim's: zones start at their own cylinders, the
         // empty zone front and the spares are laid out, not warned about.

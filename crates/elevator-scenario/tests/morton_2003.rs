@@ -106,10 +106,14 @@ fn seed_range(seed: &str) -> Option<(f64, f64)> {
 #[test]
 fn anticipation_wins_the_dependent_read_experiments_many_times_over() {
     // Seed: 17 s against 447 s (deadline) for a tree read during a streaming
-    // write; about 45 s against about 230 s for six tree readers.
+    // write; about 45 s against about 230 s for six tree readers. Since the
+    // drive reads a minimum ahead after a miss (ide-2003), six readers take
+    // about the seed's time under deadline (258 s) while anticipatory stays
+    // 1.6-1.9x slow (86 s): 3.0x, not the seed's 4.1-5.3x; 2.5 still asks
+    // for "many times over" (README, "Why six tree readers were 3x slow").
     for (name, factor) in [
         ("morton-7-streaming-write-vs-tree-read", 5.0),
-        ("morton-5-six-tree-readers", 3.0),
+        ("morton-5-six-tree-readers", 2.5),
     ] {
         let r = report(name);
         let (a, d, n) = (
