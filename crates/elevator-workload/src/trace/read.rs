@@ -811,9 +811,22 @@ impl<R: BufRead> TraceReader<R> {
         // At most MAX_TRACE_NS each, as the general path requires.
         let service = decimal_ns(service, 1000)?;
         let next = decimal_ns(next, 1000)?;
+        Some(self.disksim_record(read, sector, sectors, service, next))
+    }
+
+    /// One DiskSim validation record: issued at the running clock, which
+    /// then moves by its service time and the idle time after it.
+    fn disksim_record(
+        &mut self,
+        read: bool,
+        sector: u64,
+        sectors: u64,
+        service: u128,
+        next: u128,
+    ) -> Parsed<'static> {
         let time_ns = self.clock;
         self.clock += service + next;
-        Some(Parsed::Record {
+        Parsed::Record {
             time_ns,
             process: Who::Plain("disk"),
             op: if read { Op::Read } else { Op::Write },
@@ -822,7 +835,7 @@ impl<R: BufRead> TraceReader<R> {
             sector,
             sectors,
             service: Some(Duration(service as u64)),
-        })
+        }
     }
 
     fn parse_disksim_validate<'a>(&mut self, line: &'a str) -> Result<Parsed<'a>, TraceError> {
@@ -839,21 +852,10 @@ impl<R: BufRead> TraceReader<R> {
         let sectors: u64 = self.number(cols[3], "bcount", "a number of blocks")?;
         let service = self.decimal(cols[4], 1000, "service")?;
         let next = self.decimal(cols[5], 1000, "next")?;
-        let time_ns = self.clock;
         if service > MAX_TRACE_NS || next > MAX_TRACE_NS {
             return Err(self.error("service", "over 30 years".into()));
         }
-        self.clock += service + next;
-        Ok(Parsed::Record {
-            time_ns,
-            process: Who::Plain("disk"),
-            op: if read { Op::Read } else { Op::Write },
-            sync: true,
-            meta: false,
-            sector,
-            sectors,
-            service: Some(Duration(service as u64)),
-        })
+        Ok(self.disksim_record(read, sector, sectors, service, next))
     }
 }
 
