@@ -180,7 +180,7 @@ impl Program for Cp {
     }
 }
 
-use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+use super::registry::{self, Args, Instance, ProgramType, SetKind};
 
 /// `kind = "cp"`: `files` (a file, tree or directory to copy), `dir` (where
 /// to, default the root), `bs`, and `sync` (run `sync` after, default yes).
@@ -188,21 +188,10 @@ pub const TYPE: ProgramType = ProgramType {
     name: "cp",
     about: "cp -a SRC DST (a file or a tree), then sync",
     keys: &[
-        Key {
-            name: "files",
-            ty: KeyType::Files {
-                kinds: &[SetKind::File, SetKind::Tree, SetKind::Dir],
-                share: Share::PerInstance,
-            },
-            default: registry::Default::Required,
-        },
+        registry::files(&[SetKind::File, SetKind::Tree, SetKind::Dir]),
         registry::DIR,
         registry::BS,
-        Key {
-            name: "sync",
-            ty: KeyType::Bool,
-            default: registry::Default::Bool(true),
-        },
+        registry::flag("sync", true),
     ],
     period: None,
     tasks: registry::one_task,

@@ -57,7 +57,7 @@ impl Program for Dd {
     }
 }
 
-use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+use super::registry::{self, Args, Instance, ProgramType, SetKind};
 
 /// `kind = "dd"`: `files` (a file or empty set), `bs` and `size` (the bytes
 /// to write, `count = size / bs` rounded up).
@@ -65,14 +65,7 @@ pub const TYPE: ProgramType = ProgramType {
     name: "dd",
     about: "dd if=/dev/zero of=FILE bs=BS count=SIZE/BS conv=notrunc, once or looping",
     keys: &[
-        Key {
-            name: "files",
-            ty: KeyType::Files {
-                kinds: &[SetKind::File, SetKind::Empty],
-                share: Share::PerInstance,
-            },
-            default: registry::Default::Required,
-        },
+        registry::files(&[SetKind::File, SetKind::Empty]),
         registry::BS,
         registry::bytes("size", registry::Default::Required),
     ],

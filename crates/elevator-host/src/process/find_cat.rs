@@ -191,7 +191,7 @@ impl Program for XargsCat {
     }
 }
 
-use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind};
 
 /// `kind = "find-cat"`: `files` (a tree or directory), `bs`, `batch`
 /// (xargs' names per `cat`, default [`XARGS_BATCH`]), `pipe` (names the
@@ -201,14 +201,7 @@ pub const TYPE: ProgramType = ProgramType {
     name: "find-cat",
     about: "find DIR -type f | xargs cat > /dev/null: two processes and a pipe",
     keys: &[
-        Key {
-            name: "files",
-            ty: KeyType::Files {
-                kinds: &[SetKind::Tree, SetKind::Dir],
-                share: Share::PerInstance,
-            },
-            default: registry::Default::Required,
-        },
+        registry::files(&[SetKind::Tree, SetKind::Dir]),
         registry::BS,
         Key {
             name: "batch",
@@ -226,11 +219,7 @@ pub const TYPE: ProgramType = ProgramType {
             },
             default: registry::Default::Int(PIPE_NAMES as i64),
         },
-        Key {
-            name: "stat",
-            ty: KeyType::Bool,
-            default: registry::Default::Bool(true),
-        },
+        registry::flag("stat", true),
     ],
     period: None,
     tasks: |_| 2,

@@ -150,14 +150,7 @@ pub const TYPE: ProgramType = ProgramType {
     name: "fsync-tester",
     about: "Ts'o's fsync-tester: 1 MiB write + fsync per interval; prints every fsync time",
     keys: &[
-        Key {
-            name: "files",
-            ty: KeyType::Files {
-                kinds: &[SetKind::File, SetKind::Empty],
-                share: Share::PerInstance,
-            },
-            default: registry::Default::Required,
-        },
+        registry::files(&[SetKind::File, SetKind::Empty]),
         registry::bytes("size", registry::Default::Size(SIZE)),
         Key {
             name: "interval",

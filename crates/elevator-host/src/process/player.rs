@@ -97,7 +97,7 @@ impl Program for Player {
     }
 }
 
-use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind, Share};
+use super::registry::{self, Args, Instance, Key, KeyType, ProgramType, SetKind};
 
 /// A frame of 16 KiB every 40 ms: a 3.2 Mbit/s stream at 25 frames per
 /// second, the PAL frame rate.
@@ -112,14 +112,7 @@ pub const TYPE: ProgramType = ProgramType {
     name: "player",
     about: "a media player reading a frame per period against a deadline",
     keys: &[
-        Key {
-            name: "files",
-            ty: KeyType::Files {
-                kinds: &[SetKind::File],
-                share: Share::PerInstance,
-            },
-            default: registry::Default::Required,
-        },
+        registry::files(&[SetKind::File]),
         registry::bytes("frame", registry::Default::Size(FRAME)),
         Key {
             name: "period",

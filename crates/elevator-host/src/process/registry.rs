@@ -138,6 +138,28 @@ pub const fn bytes(name: &'static str, default: Default) -> Key {
     }
 }
 
+/// The `[[files]]` set a program works on (`files`), one set per instance,
+/// of one of `kinds`.
+pub const fn files(kinds: &'static [SetKind]) -> Key {
+    Key {
+        name: "files",
+        ty: KeyType::Files {
+            kinds,
+            share: Share::PerInstance,
+        },
+        default: Default::Required,
+    }
+}
+
+/// A yes/no switch (`sync`, `stat`).
+pub const fn flag(name: &'static str, default: bool) -> Key {
+    Key {
+        name,
+        ty: KeyType::Bool,
+        default: Default::Bool(default),
+    }
+}
+
 /// Where a program puts the files it creates: a `[[files]]` directory
 /// set, the file system's root when left out.
 pub const DIR: Key = Key {

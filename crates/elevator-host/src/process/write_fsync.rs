@@ -86,7 +86,7 @@ impl Program for WriteAndFsync {
     }
 }
 
-use super::registry::{self, Args, Instance, Key, KeyType, ProgramType};
+use super::registry::{self, Args, Instance, ProgramType};
 
 /// `kind = "write-and-fsync"`: `dir` (where the new file goes, default the
 /// root), `size` and `sync` (fsync at the end, default yes).
@@ -96,11 +96,7 @@ pub const TYPE: ProgramType = ProgramType {
     keys: &[
         registry::DIR,
         registry::bytes("size", registry::Default::Required),
-        Key {
-            name: "sync",
-            ty: KeyType::Bool,
-            default: registry::Default::Bool(true),
-        },
+        registry::flag("sync", true),
     ],
     period: None,
     tasks: registry::one_task,
