@@ -1227,12 +1227,15 @@ impl Host {
                     return Step::Block;
                 }
             }
-            // 2.4: the pages to allocate may cost reclaim I/O first.
-            let absent = (page..=last)
-                .filter(|&p| self.cache.state(file, p) == PageState::Absent)
-                .count() as u64;
-            if self.reclaim24(pid, absent, io).is_err() {
-                return Step::Block;
+            // 2.4: the pages to allocate may cost reclaim I/O first (the
+            // count is only needed there).
+            if self.params.writeback != Writeback::Pdflush {
+                let absent = (page..=last)
+                    .filter(|&p| self.cache.state(file, p) == PageState::Absent)
+                    .count() as u64;
+                if self.reclaim24(pid, absent, io).is_err() {
+                    return Step::Block;
+                }
             }
             for (p, partial) in [
                 (page, !op.pos.is_multiple_of(PAGE_SIZE)),
