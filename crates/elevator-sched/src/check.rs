@@ -651,6 +651,10 @@ impl Scheduler for Checked {
         self.inner.would_merge(request)
     }
 
+    fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
+        self.inner.take_freed_slot()
+    }
+
     fn has_work(&self) -> bool {
         self.inner.has_work()
     }

@@ -31,7 +31,7 @@ pub use queue::{
 };
 pub use registry::{find, registry, SchedulerType, Tunable, TunableError, Tunables};
 
-use elevator_core::{Duration, GroupTree, Instant, Request, TaskId};
+use elevator_core::{Duration, GroupTree, Instant, Op, Request, TaskId};
 
 /// What a policy answers when asked for work.
 #[derive(Debug, PartialEq, Eq)]
@@ -53,6 +53,18 @@ pub enum Dispatch {
 pub enum MayQueue {
     May,
     Must,
+}
+
+/// A block-layer slot freed by a merge the engine did not see: a layer
+/// (writeback throttling) handed a held request to its policy in
+/// `dispatch`, and the policy merged it into a queued one. The kernel frees
+/// such a request at once (`blk_mq_free_request` after
+/// `elv_attempt_insert_merge`); the engine frees a slot of the list `op`
+/// and `sync` name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreedSlot {
+    pub op: Op,
+    pub sync: bool,
 }
 
 /// An I/O scheduling policy.
@@ -82,6 +94,15 @@ pub trait Scheduler: Send + std::fmt::Debug {
     /// never, so every insert is taken to need a slot.
     fn would_merge(&self, _request: &Request) -> bool {
         false
+    }
+
+    /// A slot freed by a merge outside [`Scheduler::insert`], if any (see
+    /// [`FreedSlot`]); the engine asks after every `dispatch` until `None`.
+    /// The engine counts slots by the change of [`Scheduler::queued`]
+    /// across `insert`, so a request that merges later would keep its slot
+    /// forever. Default: none, as a policy merges only in `insert`.
+    fn take_freed_slot(&mut self) -> Option<FreedSlot> {
+        None
     }
 
     /// Whether any request is queued.

@@ -252,7 +252,12 @@ const WRITE: usize = 1;
 /// The request list of `r`: reads and writes, or (2.6.30+) sync (0) and
 /// async (1). Reads are always sync (`rw_is_sync`).
 fn list_of(r: &Request, sync_lists: bool) -> usize {
-    if r.op == Op::Read || (sync_lists && r.sync) {
+    list_of_op(r.op, r.sync, sync_lists)
+}
+
+/// [`list_of`] from a request's direction and sync flag.
+fn list_of_op(op: Op, sync: bool, sync_lists: bool) -> usize {
+    if op == Op::Read || (sync_lists && sync) {
         READ
     } else {
         WRITE
@@ -799,7 +804,9 @@ impl Engine {
         }
         let depth = self.device.limits().queue_depth as usize;
         while self.device.in_flight() < depth {
-            match self.sched.dispatch(self.now) {
+            let answer = self.sched.dispatch(self.now);
+            self.free_late_merges();
+            match answer {
                 Dispatch::Request(request) => {
                     if self.trace.is_some() {
                         let why = self.sched.dispatch_reason().unwrap_or("");
@@ -838,6 +845,30 @@ impl Engine {
                     self.sched_wake = None;
                     return;
                 }
+            }
+        }
+    }
+
+    /// Free the slots of requests a layer handed its policy in `dispatch`
+    /// that merged there (`Scheduler::take_freed_slot`; writeback
+    /// throttling releases held writes so). Sleepers are woken at the next
+    /// completion, as after any freed slot outside one.
+    fn free_late_merges(&mut self) {
+        while let Some(slot) = self.sched.take_freed_slot() {
+            let dir = list_of_op(slot.op, slot.sync, self.config.sync_lists);
+            let Some(slots) = self.allocated[dir].checked_sub(1) else {
+                self.bug(format_args!(
+                    "{} freed a slot of a merged {:?} request with none allocated",
+                    self.sched.name(),
+                    slot.op
+                ))
+            };
+            self.allocated[dir] = slots;
+            if slots < self.config.nr_requests[dir] {
+                self.full[dir] = false;
+            }
+            if slots < congestion_off(self.config.nr_requests[dir]) {
+                self.congested[dir] = false;
             }
         }
     }

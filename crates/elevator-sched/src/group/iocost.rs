@@ -847,6 +847,10 @@ impl Scheduler for IoCost {
         self.inner.queued() + self.held + self.ready.len()
     }
 
+    fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
+        self.inner.take_freed_slot()
+    }
+
     fn task_exited(&mut self, task: TaskId, now: Instant) {
         self.inner.task_exited(task, now);
     }

@@ -8,6 +8,9 @@
 //! [`iocost`] (io.cost) charges each request to its group's virtual time
 //! by a cost model and holds groups that ran ahead of the device's, so
 //! `io.weight` holds under any policy, in the same place.
+//! [`wbt`] (blk-wbt) holds buffered writes over a depth it scales by the
+//! latency of reads, in the same place, inside the others (it is the
+//! first rq-qos policy a queue gets).
 //! Proportional weights otherwise live inside the policies that honour
 //! them (CFQ, BFQ), since only a policy decides who goes next.
 
@@ -15,3 +18,4 @@ pub mod iocost;
 pub mod iocost_params;
 pub mod latency;
 pub mod throttle;
+pub mod wbt;

@@ -342,6 +342,10 @@ impl Scheduler for Throttle {
         self.inner.queued() + self.held_count
     }
 
+    fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
+        self.inner.take_freed_slot()
+    }
+
     fn task_exited(&mut self, task: TaskId, now: Instant) {
         self.inner.task_exited(task, now);
     }
