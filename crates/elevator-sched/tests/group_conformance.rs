@@ -1,12 +1,15 @@
-//! The group layers (blk-throttle's io.max, io.latency) wrapped around every
-//! registered policy pass the same conformance checks: nothing held is ever
-//! lost, duplicated or invented, and held requests are eventually let
-//! through. Starvation bounds are the inner policy's business and limits
-//! make waits as long as the limit says, so those checks are off here.
+//! The group layers (blk-throttle's io.max, io.latency, blk-wbt) wrapped
+//! around every registered policy pass the same conformance checks: nothing
+//! held is ever lost, duplicated or invented, and held requests are
+//! eventually let through. Starvation bounds are the inner policy's
+//! business and limits make waits as long as the limit says, so those
+//! checks are off for throttle and io.latency; wbt promises a bound of its
+//! own (the inner policy's, once per write ahead), checked.
 
-use elevator_core::{Duration, GroupId, GroupTree, IoMax};
+use elevator_core::{Duration, GroupId, GroupTree, IoMax, QueueLimits};
 use elevator_sched::group::latency::LatencyLimiter;
 use elevator_sched::group::throttle::Throttle;
+use elevator_sched::group::wbt::{Wbt, WbtParams};
 use elevator_sched::harness::strategy;
 use elevator_sched::harness::{run, Options};
 use elevator_sched::registry;
@@ -59,5 +62,42 @@ fn throttle_and_latency_layers_conform_around_every_policy() {
             "{} behind throttle + io.latency: {result:?}",
             ty.name
         );
+    }
+}
+
+/// wbt at the kernel's defaults for the case's device, with and without a
+/// write cache, around every policy: conservation, counts, liveness, its
+/// own structure (tokens, limits) and its starvation bound wherever the
+/// inner policy promises one.
+#[test]
+fn wbt_conforms_around_every_policy_within_its_starvation_bound() {
+    for write_cache in [true, false] {
+        for ty in registry() {
+            let mut runner = strategy::runner(CASES);
+            let bounded = std::cell::Cell::new(0u32);
+            let result = runner.run(&strategy::case(), |case| {
+                let limits = case.device.limits;
+                let inner = ty.build_default(&limits);
+                let params = WbtParams {
+                    write_cache,
+                    ..WbtParams::default_for(&limits)
+                };
+                let layered = Wbt::new(inner, &limits, params);
+                let report = run(Box::new(layered), &case, &Options::default())
+                    .map_err(|v| TestCaseError::fail(v.to_string()))?;
+                bounded.set(bounded.get() + u32::from(report.starvation_bound.is_some()));
+                Ok(())
+            });
+            assert!(
+                result.is_ok(),
+                "{} behind wbt (write_cache {write_cache}): {result:?}",
+                ty.name
+            );
+            let inner_bounded = ty
+                .build_default(&QueueLimits::default())
+                .starvation_bound(Duration::from_millis(1), 8)
+                .is_some();
+            assert_eq!(bounded.get() > 0, inner_bounded, "{}", ty.name);
+        }
     }
 }
