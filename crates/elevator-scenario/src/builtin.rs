@@ -48,6 +48,7 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "bfq-media-player",
     "modern-ionice-rt-vs-idle",
     "modern-random-read-vs-buffered-write",
+    "modern-read-vs-writeback-wbt",
     "kyber-read-latency-vs-write-flood",
     "mclock-reservation-and-limit",
     "iocost-weights-100-vs-300",

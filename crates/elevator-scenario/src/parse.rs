@@ -59,6 +59,7 @@ struct RawScenario {
     block: RawBlock,
     faults: Option<S<RawFaults>>,
     iocost: Option<S<RawIocost>>,
+    wbt: Option<S<RawWbt>>,
     #[serde(default)]
     presets: BTreeMap<String, S<String>>,
     #[serde(default)]
@@ -113,6 +114,16 @@ struct RawResult {
 struct RawIocost {
     model: Option<S<String>>,
     qos: Option<S<String>>,
+}
+
+/// `[wbt]`: writeback throttling in front of every policy the kernel runs
+/// it under, with the queue's `wbt_lat_usec` and `write_cache`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWbt {
+    /// An integer or `"default"`: any TOML value, checked in [`wbt`].
+    lat_usec: Option<S<toml::Value>>,
+    write_cache: Option<S<String>>,
 }
 
 /// `[faults]`: errors, timeouts and stalls injected by the device.
@@ -192,6 +203,16 @@ pub struct JobTemplate {
     pub period: Option<Duration>,
 }
 
+/// A scenario's `[wbt]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WbtSpec {
+    /// `wbt_lat_usec`: `None` for the kernel's default for the device
+    /// (`"default"` or -1, as sysfs takes it), `Some(0)` for off.
+    pub lat_usec: Option<u64>,
+    /// `write_cache`: "write back" (true, the default) or "write through".
+    pub write_cache: bool,
+}
+
 /// Run the scenario once per point of one parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sweep {
@@ -235,6 +256,9 @@ pub struct Scenario {
     /// `[iocost]`: io.cost in front of the policy, group weights as
     /// `io.weight`; `None` without the section.
     pub iocost: Option<IocostSpec>,
+    /// `[wbt]`: blk-wbt in front of the policies the kernel runs it under;
+    /// `None` without the section (no writeback throttling).
+    pub wbt: Option<WbtSpec>,
     pub sweep: Option<Sweep>,
     pub jobs: Vec<JobTemplate>,
     /// The host, its file sets and its processes, if the scenario has any.
@@ -365,6 +389,7 @@ impl Scenario {
         let block = block_config(&cx, &raw.block, None)?;
         let faults = faults(&cx, &raw.faults)?;
         let iocost = iocost(&cx, &raw.iocost)?;
+        let wbt = wbt(&cx, &raw.wbt)?;
 
         let groups = group_tree(&cx, &raw.group)?;
         let mut jobs = Vec::new();
@@ -476,6 +501,7 @@ impl Scenario {
             block_by_policy,
             groups,
             iocost,
+            wbt,
             sweep,
             jobs,
             host,
@@ -663,6 +689,51 @@ fn iocost(cx: &Ctx<'_>, raw: &Option<S<RawIocost>>) -> Result<Option<IocostSpec>
             .map_err(|e: ParamError| cx.at(q, "iocost.qos", e.to_string()))?;
     }
     Ok(Some(spec))
+}
+
+/// The largest `wbt_lat_usec`: the kernel multiplies it by 1000 into a
+/// signed 64-bit count of nanoseconds (`queue_wb_lat_store`).
+pub const MAX_WBT_LAT_USEC: u64 = i64::MAX as u64 / 1000;
+
+/// `[wbt]`: `lat_usec` as sysfs `wbt_lat_usec` takes it (microseconds; 0
+/// off; -1 or "default" the kernel's default for the device), and
+/// `write_cache` as sysfs `write_cache` ("write back", "write through").
+fn wbt(cx: &Ctx<'_>, raw: &Option<S<RawWbt>>) -> Result<Option<WbtSpec>, ScenarioError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let r = raw.get_ref();
+    let lat_usec = match &r.lat_usec {
+        None => None,
+        Some(v) => match v.get_ref() {
+            toml::Value::String(w) if w == "default" => None,
+            toml::Value::Integer(-1) => None,
+            toml::Value::Integer(n) if (0..=MAX_WBT_LAT_USEC as i64).contains(n) => Some(*n as u64),
+            other => {
+                return Err(cx.at(
+                    v,
+                    "wbt.lat_usec",
+                    format!(
+                        "{other}: microseconds from 0 (off) to {MAX_WBT_LAT_USEC}, or -1 or \
+                         \"default\" for the kernel's default"
+                    ),
+                ))
+            }
+        },
+    };
+    let write_cache = match r.write_cache.as_ref().map(|w| (w, w.get_ref().as_str())) {
+        None | Some((_, "write back")) => true,
+        Some((_, "write through")) => false,
+        Some((w, other)) => {
+            return Err(cx.at(
+                w,
+                "wbt.write_cache",
+                format!("{other:?}: \"write back\" or \"write through\", as sysfs reads"),
+            ))
+        }
+    };
+    Ok(Some(WbtSpec {
+        lat_usec,
+        write_cache,
+    }))
 }
 
 /// `[faults]`: each rate a probability per request (0 to 0.5), times as

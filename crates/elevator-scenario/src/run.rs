@@ -9,6 +9,7 @@ use elevator_metrics::{
 use elevator_sched::group::iocost::IoCost;
 use elevator_sched::group::latency::LatencyLimiter;
 use elevator_sched::group::throttle::Throttle;
+use elevator_sched::group::wbt::{Wbt, WbtParams};
 use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::{DirectJob, Mix, Part};
 use std::collections::BTreeMap;
@@ -219,6 +220,11 @@ fn run_policy_traced(
     // sit above the elevator.
     let mut sched = (sched_type.build)(&tunables, &limits);
     sched.set_groups(&scenario.groups);
+    // wbt is the queue's first rq-qos policy, so the others run before it.
+    let wbt = wbt_setting(scenario, sched_type.name, &limits);
+    if let Some(Ok(params)) = wbt {
+        sched = Box::new(Wbt::new(sched, &limits, params));
+    }
     if scenario.groups.has_latency_targets() {
         sched = Box::new(LatencyLimiter::new(sched, scenario.groups.clone(), &limits));
     }
@@ -290,7 +296,13 @@ fn run_policy_traced(
             .iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect::<BTreeMap<_, _>>(),
-        block: block_settings(&config),
+        block: {
+            let mut block = block_settings(&config);
+            if let Some(w) = wbt {
+                block.insert("wbt".to_string(), wbt_shown(w));
+            }
+            block
+        },
         result: ResultValue {
             name: scenario.result.name.clone(),
             unit: scenario.result.unit.clone(),
@@ -424,6 +436,41 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
         }
     }
     settings
+}
+
+/// What `[wbt]` gives `policy` on a device with `limits`: wbt's settings,
+/// or why the kernel runs it without (`None` without the section).
+pub fn wbt_setting(
+    scenario: &Scenario,
+    policy: &str,
+    limits: &QueueLimits,
+) -> Option<Result<WbtParams, &'static str>> {
+    let spec = scenario.wbt?;
+    let lat_usec = spec
+        .lat_usec
+        .unwrap_or_else(|| elevator_sched::group::wbt::default_lat_usec(limits.rotational));
+    Some(if lat_usec == 0 {
+        Err("wbt_lat_usec=0")
+    } else if let Some(why) = elevator_sched::group::wbt::disabled_by(policy) {
+        Err(why)
+    } else if scenario.iocost.as_ref().is_some_and(|ic| ic.qos.enable) {
+        // ioc_qos_write: enabling io.cost calls wbt_disable_default.
+        Err("iocost")
+    } else {
+        Ok(WbtParams {
+            lat_usec,
+            write_cache: spec.write_cache,
+        })
+    })
+}
+
+/// The `wbt` entry of a run's settings: `2000us`, or `off(bfq)`.
+fn wbt_shown(setting: Result<WbtParams, &'static str>) -> String {
+    match setting {
+        Ok(p) if p.write_cache => format!("{}us", p.lat_usec),
+        Ok(p) => format!("{}us(write-through)", p.lat_usec),
+        Err(why) => format!("off({why})"),
+    }
 }
 
 /// What a failed check prints after the violation: the run, and the
