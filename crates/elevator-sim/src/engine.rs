@@ -437,6 +437,12 @@ impl Engine {
         self.device.as_ref()
     }
 
+    /// Request slots allocated now, per list (reads or sync, writes or
+    /// async): zero once a run has drained, unless a slot leaked.
+    pub fn slots_allocated(&self) -> [usize; 2] {
+        self.allocated
+    }
+
     /// Run `workload` until it finishes, nothing more can happen, or the
     /// time limit.
     pub fn run(&mut self, workload: &mut dyn Workload) -> RunSummary {
