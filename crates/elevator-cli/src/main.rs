@@ -1088,12 +1088,19 @@ fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
             "weights",
             "iocost ([iocost]): a cost model and vtime per group hold io.weight, any policy",
         ),
+        (
+            "wbt",
+            "-",
+            "blk-wbt ([wbt]): writeback held to a depth scaled by read latency; off under bfq, cfq",
+        ),
     ];
     let layers: Vec<Vec<String>> = layers
         .iter()
         .map(|(name, honours, about)| vec![(*name).into(), (*honours).into(), (*about).into()])
         .collect();
-    text.push_str("\nGroup layers ([groups.NAME] in a scenario), in front of any policy:\n");
+    text.push_str(
+        "\nGroup layers ([groups.NAME], [iocost], [wbt] in a scenario), in front of any policy:\n",
+    );
     elevator_metrics::text::columns(&mut text, &layers);
     let devices: Vec<Vec<String>> = elevator_device::builtin_profiles()
         .iter()

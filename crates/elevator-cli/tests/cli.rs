@@ -47,6 +47,8 @@ fn list_names_policies_devices_and_scenarios() {
         ("Policies", "deadline"),
         ("Group layers", "io.max"),
         ("Group layers", "io.cost"),
+        ("Group layers", "wbt"),
+        ("Scenarios", "modern-read-vs-writeback-wbt"),
         ("Scenarios", "iocost-weights-100-vs-300"),
         ("Host programs", "tiotest"),
         ("Host programs", "fsync-tester"),
