@@ -220,6 +220,21 @@ pub fn generate(seed: u64) -> Generated {
             );
         }
     }
+    // Writeback throttling in front of the policy (off under bfq and cfq,
+    // or with iocost on), from its own stream likewise.
+    let mut wbt = Prng::derive(seed, "swarm-wbt");
+    if chance(&mut wbt, 0.3) {
+        let lat = match wbt.below(3) {
+            0 => "\"default\"".to_string(),
+            _ => (100 + wbt.below(100_000)).to_string(),
+        };
+        let cache = if chance(&mut wbt, 0.5) {
+            "write back"
+        } else {
+            "write through"
+        };
+        let _ = writeln!(t, "\n[wbt]\nlat_usec = {lat}\nwrite_cache = \"{cache}\"");
+    }
     Generated {
         seed,
         policy: ty.name.to_string(),

@@ -1,5 +1,5 @@
 //! A short swarm in CI: random scenarios (policy with random tunables,
-//! device, jobs, host processes, groups, faults, iocost), each run under the
+//! device, jobs, host processes, groups, faults, iocost, wbt), each run under the
 //! invariant checker. `elevator swarm --seed S --runs N` runs a longer one;
 //! `scripts/long-swarm.sh` the long one.
 
@@ -13,11 +13,13 @@ fn random_scenarios_pass_the_checker() {
     let mut failures = Vec::new();
     let mut policies = std::collections::BTreeSet::new();
     let mut iocost = 0;
+    let mut wbt = 0;
     let (mut requests, mut errors) = (0, 0);
     for seed in 1..=RUNS {
         let outcome = swarm::run_one(seed);
         policies.insert(outcome.generated.policy.clone());
         iocost += usize::from(outcome.generated.text.contains("[iocost]"));
+        wbt += usize::from(outcome.generated.text.contains("[wbt]"));
         requests += outcome.requests;
         errors += outcome.errors;
         if let Some(f) = outcome.failure {
@@ -38,6 +40,7 @@ fn random_scenarios_pass_the_checker() {
     );
     assert!(errors > 0, "faults were injected");
     assert!(iocost > 0, "some runs put iocost in front of the policy");
+    assert!(wbt > 0, "some runs put wbt in front of the policy");
     assert!(requests > 10_000, "the runs did work: {requests} requests");
 }
 
