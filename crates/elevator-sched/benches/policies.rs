@@ -12,11 +12,13 @@
 //! registry is benchmarked with no edit here. The group layers are
 //! benchmarked around `noop` (the layer's own cost) and `mq-deadline`:
 //! `layer/iocost+noop` spreads the tasks over four groups of weights 100,
-//! 200, 300 and 400.
+//! 200, 300 and 400; `layer/wbt+noop` runs wbt at the kernel's defaults
+//! for the device (its one write in four tracked).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use elevator_core::{Duration, GroupId, GroupTree, Instant, IoMax, QueueLimits, Request, Sector};
 use elevator_sched::group::iocost::IoCost;
+use elevator_sched::group::wbt::{Wbt, WbtParams};
 use elevator_sched::{registry, Dispatch, Scheduler, SchedulerType};
 use std::hint::black_box;
 
@@ -58,6 +60,14 @@ impl Steady {
         }
         let layer = IoCost::new(ty.build_default(&limits), &tree, &limits, None, None);
         Self::with(Box::new(layer), tasks, 4)
+    }
+
+    /// `ty` behind wbt at the kernel's defaults for the device.
+    fn wbt(ty: &SchedulerType, tasks: u32) -> Self {
+        let limits = QueueLimits::default();
+        let params = WbtParams::default_for(&limits);
+        let layer = Wbt::new(ty.build_default(&limits), &limits, params);
+        Self::with(Box::new(layer), tasks, 0)
     }
 
     fn with(policy: Box<dyn Scheduler>, tasks: u32, groups: u32) -> Self {
@@ -127,6 +137,9 @@ fn layers(c: &mut Criterion) {
         let ty = elevator_sched::find(inner).expect("registered");
         bench(c, &format!("layer/iocost+{inner}"), |tasks| {
             Steady::iocost(ty, tasks)
+        });
+        bench(c, &format!("layer/wbt+{inner}"), |tasks| {
+            Steady::wbt(ty, tasks)
         });
     }
 }
