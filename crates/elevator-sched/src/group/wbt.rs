@@ -130,11 +130,11 @@ pub fn default_lat_usec(rotational: bool) -> u64 {
 }
 
 /// Policies under which the kernel turns wbt off by default, with the
-/// reason a report prints: bfq and its presets (`bfq_init_queue` sets
-/// `ELEVATOR_FLAG_DISABLE_WBT` and calls `wbt_disable_default`, 6.x; it
-/// called `wbt_disable_default` since bfq's merge in 4.12) and every CFQ
-/// (4.x's `cfq_registered_queue` called `wbt_disable_default`; CFQ left the
-/// kernel in 5.0).
+/// reason a report prints: bfq and its presets (`bfq_init_queue` calls
+/// `wbt_disable_default`, and in 6.x sets `ELEVATOR_FLAG_DISABLE_WBT` so
+/// that wbt stays off while bfq is the elevator) and every CFQ (the 4.x
+/// CFQ, which wbt's 4.10 met, called `wbt_disable_default` from
+/// `cfq_registered_queue`; CFQ left the kernel in 5.0).
 pub const DISABLED_BY: &[(&str, &str)] = &[
     ("bfq", "bfq"),
     ("bfq-6.1", "bfq"),
