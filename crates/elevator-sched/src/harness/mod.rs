@@ -21,5 +21,5 @@ pub mod strategy;
 pub mod toys;
 pub mod workload;
 
-pub use driver::{run, Options, RunReport};
-pub use workload::{Case, DeviceSpec, Workload};
+pub use driver::{run, Options, Run, RunReport, Served, TaskStats};
+pub use workload::{Case, DeviceSpec, Layout, Phase, Service, TaskScript, Workload, REGION};
