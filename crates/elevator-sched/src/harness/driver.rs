@@ -397,3 +397,114 @@ impl<S: Scheduler + ?Sized> Run<S> {
         self.policy.finish(self.max_service, now, drained)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::workload::{DeviceSpec, Layout, Phase, TaskScript, Workload, REGION};
+    use elevator_core::QueueLimits;
+
+    /// Two greedy readers and one that thinks, under `policy`, on `service`.
+    fn case(service: Service) -> Case {
+        let seq = Phase::reads(400, 64, Layout::Sequential);
+        let slow = Phase::reads(100, 8, Layout::Random { span: 1 << 20 }).think(Duration(700_000));
+        Case {
+            workload: Workload {
+                tasks: vec![
+                    TaskScript::new(1, REGION, vec![seq.clone()]),
+                    TaskScript::new(2, 2 * REGION, vec![seq]),
+                    TaskScript::new(3, 3 * REGION, vec![slow]),
+                ],
+            },
+            device: DeviceSpec {
+                limits: QueueLimits {
+                    queue_depth: 4,
+                    ..QueueLimits::default()
+                },
+                service,
+                seed: 9,
+            },
+        }
+    }
+
+    fn digest_and_sectors(run: &mut Run) -> (u64, Vec<u64>) {
+        let sectors = (1..=3).map(|t| run.stats(TaskId(t)).sectors()).collect();
+        let report = run.finish().expect("bfq and cfq pass the checker");
+        (report.digest, sectors)
+    }
+
+    #[test]
+    fn stopping_and_going_on_changes_nothing() {
+        let uniform = Service::Uniform {
+            min: Duration(100_000),
+            max: Duration(3_000_000),
+        };
+        let serial = Service::Serial {
+            fixed: Duration(50_000),
+            per_sector: Duration(2_000),
+            seek: Duration(4_000_000),
+        };
+        for name in ["bfq", "cfq"] {
+            for service in [uniform, serial] {
+                let case = case(service);
+                let build = || crate::find(name).unwrap().build_default(&case.device.limits);
+                let options = Options::default();
+                let mut whole = Run::new(build(), &case, &options);
+                whole.run_to_end().unwrap();
+                let mut pieces = Run::new(build(), &case, &options);
+                // Stop at times with and without events on them.
+                for ms in [0, 1, 7, 50, 51, 300, 1000] {
+                    pieces.run_until(Instant(ms * 1_000_000)).unwrap();
+                    assert!(pieces.now() <= Instant(ms * 1_000_000));
+                }
+                pieces.run_to_end().unwrap();
+                let (d1, s1) = digest_and_sectors(&mut whole);
+                let (d2, s2) = digest_and_sectors(&mut pieces);
+                assert_eq!((d1, &s1), (d2, &s2), "{name} on {service:?}");
+                // Every request was served, and the work was not trivial.
+                assert_eq!(s1, vec![400 * 64, 400 * 64, 100 * 8], "{name}");
+                assert!(whole.policy().queued() == 0);
+            }
+        }
+    }
+
+    #[test]
+    fn the_serial_device_serves_in_order_and_charges_seeks() {
+        // One reader, 8 sequential reads of 16 sectors, then 8 random
+        // ones: 1 + 16 x 2 us each, one seek for the first sequential
+        // read and one per random read.
+        let phases = vec![
+            Phase::reads(8, 16, Layout::Sequential),
+            Phase::reads(8, 16, Layout::Random { span: 1 << 20 }),
+        ];
+        let case = Case {
+            workload: Workload {
+                tasks: vec![TaskScript::new(1, REGION, phases)],
+            },
+            device: DeviceSpec {
+                limits: QueueLimits::default(),
+                service: Service::Serial {
+                    fixed: Duration(1_000),
+                    per_sector: Duration(2_000),
+                    seek: Duration(1_000_000),
+                },
+                seed: 0,
+            },
+        };
+        let noop = crate::find("noop").unwrap().build_default(&case.device.limits);
+        let mut run = Run::new(noop, &case, &Options::default());
+        run.run_to_end().unwrap();
+        let served = &run.stats(TaskId(1)).served;
+        assert_eq!(served.len(), 16);
+        let each = Duration(1_000 + 16 * 2_000);
+        let device: Vec<Duration> = served.iter().map(|s| s.completed.since(s.dispatched)).collect();
+        let seek = Duration(1_000_000);
+        assert_eq!(device[0], each + seek);
+        assert!(device[1..8].iter().all(|d| *d == each), "{device:?}");
+        assert!(device[8..].iter().all(|d| *d == each + seek), "{device:?}");
+        // Closed loop, no think time: each issue at the last completion.
+        assert!(served.windows(2).all(|w| w[1].issued == w[0].completed));
+        assert_eq!(run.now(), served[15].completed);
+        run.finish().unwrap();
+    }
+}
