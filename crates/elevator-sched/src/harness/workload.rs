@@ -131,7 +131,11 @@ pub enum Layout {
     NearOthers,
     /// The same sectors as the task's previous request.
     Repeat,
-    /// Any of the above, chosen per request.
+    /// Each request starts `stride` sectors after the previous one
+    /// started: two tasks with a stride of twice their size, one starting
+    /// a size further on, read alternate chunks of one file.
+    Strided { stride: u64 },
+    /// Any of the above but `Strided`, chosen per request.
     Mixed,
 }
 
@@ -461,6 +465,11 @@ impl Client {
             Layout::Sequential | Layout::Mixed => {
                 let s = self.cursor;
                 self.cursor += u64::from(sectors);
+                s
+            }
+            Layout::Strided { stride } => {
+                let s = self.cursor;
+                self.cursor += stride;
                 s
             }
             Layout::Descending => {

@@ -3,7 +3,11 @@
 //! read outstanding, after an optional think time) on its serial device,
 //! which serves requests in dispatch order with a seek cost between
 //! non-contiguous requests and a transfer cost per sector, inside the
-//! invariant checker. The rest call the policy step by step.
+//! invariant checker. The rest call the policy step by step (`serve`):
+//! each is about one exact sequence of calls and times (a read arriving
+//! 1 ms after another task's completion, a measurement fed by hand), which
+//! a closed-loop workload does not express; they are scripts, as the
+//! trace tests are.
 
 use super::*;
 use crate::harness::{
@@ -350,57 +354,49 @@ fn an_interactive_task_gets_low_latency_against_sequential_readers() {
 
 #[test]
 fn close_interleaved_readers_share_a_queue_and_split_when_seeky() {
-    let limits = hdd().limits;
-    let mut bfq = Bfq::new(&limits);
-    // Two tasks reading alternate 64-sector chunks of one file.
-    let mut now = at(ms(1));
-    let mut id = 0;
-    let mut pos = [0u64, 64];
-    let mut merged_seen = false;
-    // Each task keeps two reads queued (its read-ahead), so both queues
-    // are backlogged together, as the kernel's merge search requires.
-    let drain = |bfq: &mut Bfq, now: &mut Instant| loop {
-        match bfq.dispatch(*now) {
-            Dispatch::Request(r) => {
-                *now += Duration::from_micros(300);
-                bfq.complete(&r, *now);
-            }
-            Dispatch::Wait { until } => *now = until,
-            Dispatch::Empty => break,
-        }
+    // Two tasks reading alternate 64-sector chunks of one file, then both
+    // jumping around with 8-sector reads. Each keeps two reads queued (its
+    // read-ahead), so both queues are backlogged together, as the kernel's
+    // merge search requires. The disk serves any request in 300 us.
+    let interleaved = Phase::reads(40, 64, Layout::Strided { stride: 128 });
+    let seeky = Phase::reads(80, 8, Layout::Random { span: 1 << 28 }).pause(ms(1));
+    let reader = |task: u32, base: Sector| TaskScript {
+        outstanding: 2,
+        ..TaskScript::new(task, base, vec![interleaved.clone(), seeky.clone()])
     };
-    for _ in 0..20 {
-        for _ in 0..2 {
-            for (i, task) in [1u32, 2].into_iter().enumerate() {
-                id += 1;
-                bfq.insert(Request::read(id, task, pos[i], 64), now);
-                pos[i] += 128;
-            }
+    let device = DeviceSpec {
+        service: Service::Serial {
+            fixed: Duration::from_micros(300),
+            per_sector: Duration::ZERO,
+            seek: Duration::ZERO,
+        },
+        ..hdd()
+    };
+    let tasks = vec![reader(1, REGION), reader(2, REGION + 64)];
+    let mut run = start(Bfq::new(&hdd().limits), device, tasks);
+    let mut merged_seen = false;
+    let done = |run: &Run<Bfq>, task: u32| run.stats(TaskId(task)).requests();
+    let mut t = Instant::ZERO;
+    while done(&run, 1) < 120 || done(&run, 2) < 120 {
+        assert!(t < at(Duration::from_secs(10)), "readers stuck");
+        t += Duration::from_micros(100);
+        run.run_until(t).unwrap_or_else(|v| panic!("{v}"));
+        let bfq = run.policy();
+        if bfq.is_merged(TaskId(1)) && bfq.is_merged(TaskId(2)) {
+            assert_eq!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)]);
+            merged_seen = true;
         }
-        drain(&mut bfq, &mut now);
-        merged_seen |= bfq.is_merged(TaskId(1)) && bfq.is_merged(TaskId(2));
-        now += Duration::from_micros(100);
     }
     assert!(merged_seen, "interleaved readers were not merged");
-    assert_eq!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)]);
-    // Now both jump around: the shared queue turns seeky and splits.
-    let mut x = 12345u64;
-    for _ in 0..80 {
-        for task in [1u32, 2] {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            id += 1;
-            bfq.insert(Request::read(id, task, (x >> 20) % (1 << 28), 8), now);
-        }
-        drain(&mut bfq, &mut now);
-    }
+    // The shared queue turned seeky and split.
+    let bfq = run.policy();
     assert_ne!(
         bfq.sync_of[&TaskId(1)],
         bfq.sync_of[&TaskId(2)],
         "not split"
     );
-    bfq.wf.debug_check();
+    run.run_to_end().unwrap_or_else(|v| panic!("{v}"));
+    run.finish().unwrap_or_else(|v| panic!("{v}"));
 }
 
 #[test]
