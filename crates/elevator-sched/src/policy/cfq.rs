@@ -2211,32 +2211,43 @@ mod tests {
 
     #[test]
     fn detects_command_queueing_from_the_depth_it_sees() {
+        use crate::harness::{
+            Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
+        };
+        // A reader keeping 10 requests in the system, 1000 sectors apart,
+        // on a 32-deep driver completing one a millisecond: CFQ sees a
+        // depth of 10, never the 32 the limits allow.
         let limits = QueueLimits {
             queue_depth: 32,
             ..QueueLimits::default()
         };
-        let mut s = Cfq::new(&limits);
-        let mut id = 0;
-        let mut next = |s: &mut Cfq, t: Instant| {
-            id += 1;
-            s.insert(read(id, 1, id * 1_000, IoPrio::be(4)), t);
+        let reads = Phase::reads(100, 64, Layout::Strided { stride: 1_000 });
+        let reader = TaskScript {
+            outstanding: 10,
+            ..TaskScript::new(1, REGION, vec![reads])
         };
-        for _ in 0..40 {
-            next(&mut s, Instant::ZERO);
-        }
-        let mut in_flight = std::collections::VecDeque::new();
-        for _ in 0..10 {
-            in_flight.push_back(take(s.dispatch(Instant::ZERO)));
-        }
-        assert_eq!(s.hw_tag(), -1);
-        for k in 1..=60 {
-            let t = at(k);
-            let done = in_flight.pop_front().unwrap();
-            s.complete(&done, t);
-            next(&mut s, t);
-            in_flight.push_back(take(s.dispatch(t)));
-        }
-        assert_eq!(s.hw_tag(), 1);
+        let case = Case {
+            workload: Workload {
+                tasks: vec![reader],
+            },
+            device: DeviceSpec {
+                limits,
+                service: Service::Serial {
+                    fixed: Duration::from_millis(1),
+                    per_sector: Duration::ZERO,
+                    seek: Duration::ZERO,
+                },
+                seed: 1,
+            },
+        };
+        let mut run = Run::new(Box::new(Cfq::new(&limits)), &case, &Options::default());
+        // Undecided while the first requests go out.
+        run.run_until(Instant::ZERO).unwrap();
+        assert_eq!(run.policy().hw_tag(), -1);
+        run.run_until(at(60)).unwrap();
+        assert_eq!(run.policy().hw_tag(), 1);
+        run.run_to_end().unwrap();
+        run.finish().unwrap();
     }
 
     /// Closed-loop sequential readers of 64 sectors (think time zero, one
