@@ -22,4 +22,6 @@ pub mod toys;
 pub mod workload;
 
 pub use driver::{run, Options, Run, RunReport, Served, TaskStats};
-pub use workload::{Case, DeviceSpec, Layout, Phase, Service, TaskScript, Workload, REGION};
+pub use workload::{
+    Case, DeviceSpec, Layout, OpKind, OpMix, Phase, Service, TaskScript, Workload, REGION,
+};
