@@ -447,7 +447,11 @@ mod tests {
         for name in ["bfq", "cfq"] {
             for service in [uniform, serial] {
                 let case = case(service);
-                let build = || crate::find(name).unwrap().build_default(&case.device.limits);
+                let build = || {
+                    crate::find(name)
+                        .unwrap()
+                        .build_default(&case.device.limits)
+                };
                 let options = Options::default();
                 let mut whole = Run::new(build(), &case, &options);
                 whole.run_to_end().unwrap();
@@ -491,13 +495,18 @@ mod tests {
                 seed: 0,
             },
         };
-        let noop = crate::find("noop").unwrap().build_default(&case.device.limits);
+        let noop = crate::find("noop")
+            .unwrap()
+            .build_default(&case.device.limits);
         let mut run = Run::new(noop, &case, &Options::default());
         run.run_to_end().unwrap();
         let served = &run.stats(TaskId(1)).served;
         assert_eq!(served.len(), 16);
         let each = Duration(1_000 + 16 * 2_000);
-        let device: Vec<Duration> = served.iter().map(|s| s.completed.since(s.dispatched)).collect();
+        let device: Vec<Duration> = served
+            .iter()
+            .map(|s| s.completed.since(s.dispatched))
+            .collect();
         let seek = Duration(1_000_000);
         assert_eq!(device[0], each + seek);
         assert!(device[1..8].iter().all(|d| *d == each), "{device:?}");

@@ -1325,7 +1325,11 @@ mod tests {
         let mut run = Run::new(Box::new(new_as()), &case, &Options::default());
         run.run_until(at(2000)).unwrap_or_else(|v| panic!("{v}"));
         run.finish().unwrap_or_else(|v| panic!("{v}"));
-        let write = run.stats(TaskId(9)).served.first().expect("the write got a batch");
+        let write = run
+            .stats(TaskId(9))
+            .served
+            .first()
+            .expect("the write got a batch");
         let t = write.dispatched.since(Instant::ZERO).as_millis_f64() as u64;
         let reads = (1..=2)
             .flat_map(|task| &run.stats(TaskId(task)).served)

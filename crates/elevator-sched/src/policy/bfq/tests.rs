@@ -428,7 +428,12 @@ fn the_idle_class_is_served_only_after_its_timeout() {
         ..seq(2, 1 << 24)
     };
     let bfq = Bfq::new(&hdd().limits);
-    let run = run(bfq, hdd(), vec![seq(1, 0), idle], at(Duration::from_secs(5)));
+    let run = run(
+        bfq,
+        hdd(),
+        vec![seq(1, 0), idle],
+        at(Duration::from_secs(5)),
+    );
     let (b, i) = (sectors(&run, 1), sectors(&run, 2));
     println!("best-effort {b} sectors, idle class {i} sectors");
     assert!(i > 0, "the idle class starved");
