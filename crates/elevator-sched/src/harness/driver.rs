@@ -31,14 +31,16 @@ pub type Options = CheckOptions;
 /// What a passing run looked like: the checker's report.
 pub type RunReport = CheckReport;
 
-/// The fake device's in-flight requests: (completion time, dispatch time,
-/// request), in completion order on the serial device.
+/// The fake device's in-flight requests: (completion time, (dispatch time,
+/// order), request), in completion order on the serial device.
 #[derive(Debug)]
 struct Device {
     depth: usize,
     service: Service,
     prng: Prng,
-    in_flight: VecDeque<(Instant, Instant, Request)>,
+    in_flight: VecDeque<(Instant, (Instant, u64), Request)>,
+    /// Requests started so far.
+    started: u64,
     /// Serial device: when the request last started is done, and where it
     /// ended.
     busy_until: Instant,
@@ -68,12 +70,14 @@ impl Device {
                 self.busy_until
             }
         };
-        self.in_flight.push_back((done, now, request));
+        self.in_flight
+            .push_back((done, (now, self.started), request));
+        self.started += 1;
     }
 
     /// The requests due by `now` with their dispatch times: in a random
     /// order on the uniform device, in service order on the serial one.
-    fn take_due(&mut self, now: Instant) -> Vec<(Instant, Request)> {
+    fn take_due(&mut self, now: Instant) -> Vec<((Instant, u64), Request)> {
         let mut due = Vec::new();
         if let Service::Serial { .. } = self.service {
             while self.in_flight.front().is_some_and(|(t, _, _)| *t <= now) {
@@ -109,6 +113,9 @@ pub struct Served {
     pub issued: Instant,
     /// Sent to the device (with the request it was merged into).
     pub dispatched: Instant,
+    /// Sent as the device's `order`-th request, from 0 (orders requests
+    /// dispatched at one instant).
+    pub order: u64,
     pub completed: Instant,
 }
 
@@ -203,6 +210,7 @@ impl<S: Scheduler + ?Sized> Run<S> {
             service: case.device.service,
             prng: Prng::new(case.device.seed),
             in_flight: VecDeque::new(),
+            started: 0,
             busy_until: Instant::ZERO,
             head: 0,
         };
@@ -320,7 +328,7 @@ impl<S: Scheduler + ?Sized> Run<S> {
     fn step(&mut self) {
         let now = self.now;
         // 1. Completions due.
-        for (dispatched, request) in self.device.take_due(now) {
+        for ((dispatched, order), request) in self.device.take_due(now) {
             let parts: Vec<(TaskId, u32, Instant)> = request
                 .ids()
                 .map(|id| {
@@ -335,6 +343,7 @@ impl<S: Scheduler + ?Sized> Run<S> {
                     sectors,
                     issued,
                     dispatched,
+                    order,
                     completed: now,
                 });
                 let step = self.clients[index].completed(now);
