@@ -145,8 +145,9 @@ pub struct Phase {
     pub requests: u32,
     pub ops: OpMix,
     pub layout: Layout,
-    /// Request sizes are drawn from `1..=max_request`, and never exceed
-    /// the queue's `max_sectors` (the block layer splits larger bios).
+    /// Request sizes are drawn from `min_request..=max_request`, and never
+    /// exceed the queue's `max_sectors` (the block layer splits larger
+    /// bios).
     pub max_request: u32,
     /// The smallest request (at least 1); `min_request == max_request`
     /// makes every request that size.
@@ -274,9 +275,9 @@ impl Recent {
     }
 }
 
-/// Generated tasks' sectors start at least this far from either end of
-/// the device; a sequential layout that runs into the last `2 × REGION`
-/// sectors starts over at its base.
+/// A task's base is at least this far from the start of the device and
+/// twice this far from its end; a layout whose cursor runs below `REGION`
+/// or into the last `2 × REGION` sectors starts over at the base.
 pub const REGION: Sector = 1 << 22;
 
 /// A running task: the script plus where it is in it.
