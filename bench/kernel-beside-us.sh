@@ -10,10 +10,15 @@
 #   2. weights-100-300.fio: kernel bfq (two fio processes in blkio/io cgroups
 #      weighted 100 and 300) beside our bfq (weights from the job file);
 #   3. rt-vs-idle.fio: kernel mq-deadline and bfq beside our cfq, bfq and
-#      deadline-mc.
+#      deadline-mc;
+#   4. randread-vs-buffered-write.fio: a QD1 random reader against a buffered
+#      writer under each kernel scheduler (kernel only: our runtime does direct
+#      I/O), with vm.dirty_bytes at 64 MiB and dirty_background_bytes at 16 MiB
+#      so that writeback runs during the job, and the writeback throttling
+#      target (wbt_lat_usec) the kernel keeps under each scheduler.
 # and prints one table: IOPS, bandwidth, p50/p99/max completion latency, and
 # for the weighted and prioritized jobs the share each job got. Everything
-# it changes (scheduler, cgroups, loop device, tmpfs mount) is restored on
+# it changes (scheduler, cgroups, dirty limits, loop device, tmpfs mount) is restored on
 # exit. Usage: sudo bench/kernel-beside-us.sh [RUNTIME] [SIZE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +49,8 @@ mkdir -p "$MNT" "$RESULTS"
 LOOP=
 ORIG_SCHED=
 CGROUPS=()
+DIRTY=$(cat /proc/sys/vm/dirty_bytes /proc/sys/vm/dirty_background_bytes \
+    /proc/sys/vm/dirty_ratio /proc/sys/vm/dirty_background_ratio | tr '\n' ' ')
 
 cleanup() {
     set +e
@@ -51,9 +58,19 @@ cleanup() {
         echo "$ORIG_SCHED" >"/sys/block/${LOOP#/dev/}/queue/scheduler"
     fi
     for cg in "${CGROUPS[@]}"; do rmdir "$cg" 2>/dev/null; done
+    restore_dirty
     [ -n "$LOOP" ] && losetup -d "$LOOP"
     mountpoint -q "$MNT" && umount "$MNT"
     rm -rf "$WORK"
+}
+# Writing a ratio clears the bytes setting and the other way round, so restore whichever was set.
+restore_dirty() {
+    local bytes bg_bytes ratio bg_ratio
+    read -r bytes bg_bytes ratio bg_ratio <<<"$DIRTY"
+    if [ "$bytes" -gt 0 ]; then echo "$bytes" >/proc/sys/vm/dirty_bytes
+    else echo "$ratio" >/proc/sys/vm/dirty_ratio; fi
+    if [ "$bg_bytes" -gt 0 ]; then echo "$bg_bytes" >/proc/sys/vm/dirty_background_bytes
+    else echo "$bg_ratio" >/proc/sys/vm/dirty_background_ratio; fi
 }
 trap cleanup EXIT
 
@@ -150,12 +167,28 @@ for s in cfq bfq deadline-mc; do
     row "rt-vs-idle ours:$s $(summarize "$RESULTS/o-prio-$s.json") $(jq -n "$a/($b+0.001)*100|round/100")"
 done
 
+# 4. A QD1 random reader against buffered writeback; the share column is the kernel's
+# writeback-throttling target under that scheduler (0: off).
+echo $((64 << 20)) >/proc/sys/vm/dirty_bytes
+echo $((16 << 20)) >/proc/sys/vm/dirty_background_bytes
+for s in none mq-deadline kyber bfq; do
+    set_kernel_sched "$s"
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
+    fio --filename="$LOOP" --output-format=json fio/randread-vs-buffered-write.fio \
+        >"$RESULTS/k-rw-$s.json"
+    row "read-vs-wback kernel:$s $(summarize "$RESULTS/k-rw-$s.json")" \
+        "wbt=$(cat "/sys/block/$DEV/queue/wbt_lat_usec" 2>/dev/null || echo -)"
+done
+restore_dirty
+set_kernel_sched none
+
 # The table. Latencies are the first job's; share: weights, I/Os of w300 / w100; rt-vs-idle,
-# I/Os of RT / IDLE.
-printf '%-16s %-18s %10s %8s %9s %9s %10s %7s\n' \
+# I/Os of RT / IDLE; read-vs-writeback, the writeback throttling target in us.
+printf '%-16s %-18s %10s %8s %9s %9s %10s %8s\n' \
     job scheduler IOPS MiB/s "p50 us" "p99 us" "max us" share
 while read -r job sched iops mib p50 p99 max share; do
-    printf '%-16s %-18s %10.0f %8.1f %9.1f %9.1f %10.1f %7s\n' \
+    printf '%-16s %-18s %10.0f %8.1f %9.1f %9.1f %10.1f %8s\n' \
         "$job" "$sched" "$iops" "$mib" "$p50" "$p99" "$max" "$share"
 done <"$ROWS"
 base=$(jq '.jobs[0].read.iops' "$RESULTS/k-none.json")

@@ -8,6 +8,12 @@
 //! Virtual time moves by `TICK` per request (a fast device); a policy that
 //! answers `Wait` gets time moved to its `until`.
 //!
+//! This is the one driver outside the shared harness
+//! (`elevator_sched::harness`), on purpose: the harness runs every call
+//! inside the invariant checker and keeps per-request records, which would
+//! be most of what a benchmark of a few hundred nanoseconds timed. The
+//! harness's runs check what a policy does; this loop only times it.
+//!
 //! `cargo bench -p elevator-sched --bench policies`; a policy added to the
 //! registry is benchmarked with no edit here. The group layers are
 //! benchmarked around `noop` (the layer's own cost) and `mq-deadline`:

@@ -133,10 +133,13 @@ struct Worst {
 }
 
 /// A policy wrapped in the checker. It is itself a [`Scheduler`], so it
-/// goes wherever the policy would.
+/// goes wherever the policy would. `S` is `dyn Scheduler` in the engine; a
+/// unit test that drives one concrete policy through the harness keeps its
+/// type (`Checked<Bfq>`) so that it can look inside between steps
+/// ([`Checked::inner_mut`]).
 #[derive(Debug)]
-pub struct Checked {
-    inner: Box<dyn Scheduler>,
+pub struct Checked<S: Scheduler + ?Sized = dyn Scheduler> {
+    inner: Box<S>,
     enabled: bool,
     on_violation: OnViolation,
     options: CheckOptions,
@@ -152,10 +155,10 @@ pub struct Checked {
     report: CheckReport,
 }
 
-impl Checked {
+impl<S: Scheduler + ?Sized> Checked<S> {
     /// Check `inner`, a fresh policy built for a device with `limits`.
     pub fn new(
-        inner: Box<dyn Scheduler>,
+        inner: Box<S>,
         limits: &QueueLimits,
         options: CheckOptions,
         on_violation: OnViolation,
@@ -181,7 +184,7 @@ impl Checked {
     }
 
     /// `inner` with every check off: each call goes straight through.
-    pub fn unchecked(inner: Box<dyn Scheduler>) -> Self {
+    pub fn unchecked(inner: Box<S>) -> Self {
         let mut c = Checked::new(
             inner,
             &QueueLimits::default(),
@@ -198,8 +201,15 @@ impl Checked {
     }
 
     /// The wrapped policy.
-    pub fn inner(&self) -> &dyn Scheduler {
+    pub fn inner(&self) -> &S {
         self.inner.as_ref()
+    }
+
+    /// The wrapped policy, to change by hand (a unit test's direct
+    /// feedback). Calls made through it are not checked; the next checked
+    /// call checks the structure it left.
+    pub fn inner_mut(&mut self) -> &mut S {
+        self.inner.as_mut()
     }
 
     /// Replace the text a panic ends with (the simulator learns the
@@ -607,7 +617,7 @@ impl Checked {
     }
 }
 
-impl Scheduler for Checked {
+impl<S: Scheduler + ?Sized> Scheduler for Checked<S> {
     fn name(&self) -> &'static str {
         self.inner.name()
     }

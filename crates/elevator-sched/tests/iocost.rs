@@ -5,14 +5,15 @@
 //! through the simulator on the NVMe profile, in elevator-scenario's
 //! `tests/iocost.rs`.)
 
-use elevator_core::{Duration, GroupId, GroupTree, Instant, IoMax, Prng, QueueLimits, Request};
+use elevator_core::{Duration, GroupId, GroupTree, Instant, IoMax, QueueLimits, TaskId};
 use elevator_sched::group::iocost::IoCost;
 use elevator_sched::group::iocost_params::{ModelSpec, QosSpec};
 use elevator_sched::harness::strategy;
-use elevator_sched::harness::{run, Options};
-use elevator_sched::{registry, Dispatch, Scheduler};
+use elevator_sched::harness::{
+    run, Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
+};
+use elevator_sched::registry;
 use proptest::test_runner::TestCaseError;
-use std::collections::VecDeque;
 
 const CASES: u32 = 96;
 
@@ -78,77 +79,79 @@ struct Outcome {
 /// The read latency target of the QoS test.
 const RLAT: Duration = Duration::from_millis(5);
 
+/// A deep flash queue (1024 tags) on the default 80 GB.
+fn deep_queue() -> QueueLimits {
+    QueueLimits {
+        rotational: false,
+        queue_depth: 1024,
+        ..QueueLimits::default()
+    }
+}
+
+/// Task `task` of `group` issuing random 4 KiB reads over the whole
+/// device, `outstanding` at a time, each `think` after it may.
+fn random_reader(task: u32, group: GroupId, outstanding: u32, think: Duration) -> TaskScript {
+    let span = deep_queue().capacity - 3 * REGION;
+    let reads = Phase::reads(u32::MAX, 8, Layout::Random { span }).think(think);
+    TaskScript {
+        group,
+        outstanding,
+        ..TaskScript::new(task, REGION, vec![reads])
+    }
+}
+
+/// `tasks` under `c` on a device serving as `service` for `secs` seconds,
+/// on the harness (inside the checker, within iocost's starvation bound).
+fn run_iocost(c: IoCost, tasks: Vec<TaskScript>, service: Service, secs: u64) -> Run<IoCost> {
+    let case = Case {
+        workload: Workload { tasks },
+        device: DeviceSpec {
+            limits: deep_queue(),
+            service,
+            seed: 7,
+        },
+    };
+    let mut run = Run::new(Box::new(c), &case, &Options::default());
+    let end = Instant::ZERO + Duration::from_secs(secs);
+    let checked = run.run_until(end).and_then(|()| run.finish());
+    checked.unwrap_or_else(|v| panic!("{v}"));
+    run
+}
+
 /// Two groups (100 and 300) each keep `depth` random 4 KiB reads
 /// outstanding for `secs` seconds, under iocost with `model` and `qos`.
-fn closed_loop(model: &str, qos: Option<&QosSpec>, depth: usize, secs: u64) -> Outcome {
+fn closed_loop(model: &str, qos: Option<&QosSpec>, depth: u32, secs: u64) -> Outcome {
     let mut tree = GroupTree::default();
     let groups = [
         tree.add("light", GroupId::ROOT, 100, IoMax::default()),
         tree.add("heavy", GroupId::ROOT, 300, IoMax::default()),
     ];
-    let limits = QueueLimits {
-        rotational: false,
-        queue_depth: 1024,
-        ..QueueLimits::default()
-    };
+    let limits = deep_queue();
     let model: ModelSpec = model.parse().unwrap();
     let noop = elevator_sched::find("noop").unwrap().build_default(&limits);
-    let mut c = IoCost::new(noop, &tree, &limits, Some(&model), qos);
-    let mut prng = Prng::new(7);
-    let mut next_id = 0u64;
-    let mut issue = |c: &mut IoCost, g: GroupId, now: Instant| {
-        let mut r = Request::read(next_id, g.0, prng.below(1 << 30) * 8, 8);
-        r.group = g;
-        r.arrival = now;
-        next_id += 1;
-        c.insert(r, now);
+    let c = IoCost::new(noop, &tree, &limits, Some(&model), qos);
+    let tasks = (1..)
+        .zip(groups)
+        .map(|(task, g)| random_reader(task, g, depth, Duration::ZERO))
+        .collect();
+    let serial = Service::Serial {
+        fixed: SERVICE,
+        per_sector: Duration::ZERO,
+        seek: Duration::ZERO,
     };
-    let mut now = Instant::ZERO;
-    for g in groups {
-        for _ in 0..depth {
-            issue(&mut c, g, now);
-        }
-    }
-    let end = Instant::ZERO + Duration::from_secs(secs);
+    let run = run_iocost(c, tasks, serial, secs);
     let half = Instant::ZERO + Duration::from_secs(secs / 2);
-    let mut device: VecDeque<(Instant, Instant, Request)> = VecDeque::new();
-    let mut busy_until = Instant::ZERO;
-    let mut late = Vec::new();
-    let mut completed = 0;
-    while now < end {
-        while device.front().is_some_and(|(done, _, _)| *done <= now) {
-            let (done, started, r) = device.pop_front().unwrap();
-            c.complete(&r, done);
-            completed += 1;
-            if done >= half {
-                late.push(done.since(started));
-            }
-            issue(&mut c, r.group, done);
-        }
-        let mut wake = end;
-        loop {
-            match c.dispatch(now) {
-                Dispatch::Request(r) => {
-                    busy_until = busy_until.max(now) + SERVICE;
-                    device.push_back((busy_until, now, r));
-                }
-                Dispatch::Wait { until } => {
-                    wake = wake.min(until);
-                    break;
-                }
-                Dispatch::Empty => break,
-            }
-        }
-        let next = device.front().map_or(wake, |(t, _, _)| (*t).min(wake));
-        assert!(next > now, "time must advance");
-        now = next;
-    }
+    let served = || (1..=2).flat_map(|t| &run.stats(TaskId(t)).served);
+    let mut late: Vec<Duration> = served()
+        .filter(|s| s.completed >= half)
+        .map(|s| s.completed.since(s.dispatched))
+        .collect();
     late.sort();
     let over = late.iter().filter(|l| **l > RLAT).count();
     Outcome {
-        vrate_pct: c.vrate_pct(),
+        vrate_pct: run.policy().vrate_pct(),
         p95: late[late.len() * 95 / 100],
-        completed,
+        completed: served().count() as u64,
         over_pct: over as f64 * 100.0 / late.len() as f64,
     }
 }
@@ -202,75 +205,35 @@ fn qos_lowers_vrate_to_the_device_rate_and_cuts_read_latency() {
     assert!(held.completed * 10 > free.completed * 9);
 }
 
-/// Group `light` issues one random read every `light_every`, group `heavy`
-/// keeps 32 outstanding, on a device that serves each in 10 µs; vrate is
-/// pinned at 100 % of a model of 1000 random reads a second. Returns both
-/// groups' completed reads per second over `secs` seconds.
+/// Group `light` issues one random read every `light_every` (open loop:
+/// it never waits for its reads), group `heavy` keeps 32 outstanding, on a
+/// device that serves each in 10 µs; vrate is pinned at 100 % of a model
+/// of 1000 random reads a second. Returns both groups' completed reads per
+/// second over `secs` seconds.
 fn light_and_heavy(light_every: Duration, secs: u64) -> (f64, f64) {
     let mut tree = GroupTree::default();
     let light = tree.add("light", GroupId::ROOT, 100, IoMax::default());
     let heavy = tree.add("heavy", GroupId::ROOT, 100, IoMax::default());
-    let limits = QueueLimits {
-        rotational: false,
-        queue_depth: 1024,
-        ..QueueLimits::default()
-    };
+    let limits = deep_queue();
     let model: ModelSpec = "ctrl=user rbps=40000000000 rseqiops=1000 rrandiops=1000"
         .parse()
         .unwrap();
     let qos: QosSpec = "enable=1 min=100 max=100".parse().unwrap();
     let noop = elevator_sched::find("noop").unwrap().build_default(&limits);
-    let mut c = IoCost::new(noop, &tree, &limits, Some(&model), Some(&qos));
-    let mut prng = Prng::new(11);
-    let mut next_id = 0u64;
-    let mut issue = |c: &mut IoCost, g: GroupId, now: Instant| {
-        let mut r = Request::read(next_id, g.0, prng.below(1 << 30) * 8, 8);
-        r.group = g;
-        r.arrival = now;
-        next_id += 1;
-        c.insert(r, now);
+    let c = IoCost::new(noop, &tree, &limits, Some(&model), Some(&qos));
+    let tasks = vec![
+        random_reader(1, light, u32::MAX, light_every),
+        random_reader(2, heavy, 32, Duration::ZERO),
+    ];
+    let ten_us = Duration::from_micros(10);
+    let parallel = Service::Uniform {
+        min: ten_us,
+        max: ten_us,
     };
-    let end = Instant::ZERO + Duration::from_secs(secs);
-    let mut now = Instant::ZERO;
-    for _ in 0..32 {
-        issue(&mut c, heavy, now);
-    }
-    let mut next_light = now;
-    let mut device: VecDeque<(Instant, Request)> = VecDeque::new();
-    let mut done = [0u64; 2];
-    while now < end {
-        while device.front().is_some_and(|(t, _)| *t <= now) {
-            let (t, r) = device.pop_front().unwrap();
-            c.complete(&r, t);
-            if r.group == heavy {
-                done[1] += 1;
-                issue(&mut c, heavy, t);
-            } else {
-                done[0] += 1;
-            }
-        }
-        if next_light <= now {
-            issue(&mut c, light, now);
-            next_light = now + light_every;
-        }
-        let mut wake = end.min(next_light);
-        loop {
-            match c.dispatch(now) {
-                Dispatch::Request(r) => device.push_back((now + Duration::from_micros(10), r)),
-                Dispatch::Wait { until } => {
-                    wake = wake.min(until);
-                    break;
-                }
-                Dispatch::Empty => break,
-            }
-        }
-        c.check_invariants().unwrap();
-        let next = device.front().map_or(wake, |(t, _)| (*t).min(wake));
-        assert!(next > now, "time must advance");
-        now = next;
-    }
+    let run = run_iocost(c, tasks, parallel, secs);
     let s = secs as f64;
-    (done[0] as f64 / s, done[1] as f64 / s)
+    let rate = |task| run.stats(TaskId(task)).requests() as f64 / s;
+    (rate(1), rate(2))
 }
 
 #[test]

@@ -23,8 +23,20 @@
 //!
 //! `UPDATE_EXPECT=1 cargo test --test traces` rewrites the expectations
 //! with what the policies answer; review the diff before committing it.
+//!
+//! Why this calls the policy itself rather than going through the shared
+//! harness (`elevator_sched::harness`): a trace *is* the sequence of calls,
+//! each at a time the file states, and the test is the answer to each
+//! call. The harness turns a workload and a fake device into calls of its
+//! own choosing (when to dispatch, when a request completes), which is
+//! what the conformance suite and the unit tests that measure shares
+//! want and what a trace must not have. What the two share is the
+//! checker: every call of a trace goes through `Checked`, as the
+//! harness's and the simulator's do, and a broken promise fails the trace
+//! at its line.
 
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, QueueLimits, Request, TaskId};
+use elevator_sched::check::{CheckOptions, Checked, OnViolation};
 use elevator_sched::{Dispatch, Scheduler};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -168,9 +180,9 @@ struct Outcome {
     mismatches: Vec<Mismatch>,
 }
 
-/// The policy under test in the current block.
+/// The policy under test in the current block, inside the checker.
 struct Block {
-    policy: Box<dyn Scheduler>,
+    policy: Checked,
     ty: &'static elevator_sched::SchedulerType,
     tunables: elevator_sched::Tunables,
     now: Instant,
@@ -197,6 +209,9 @@ fn run_trace(text: &str) -> Result<Outcome, String> {
             None => (raw.trim(), None),
         };
         let actual = step(&mut block, command).map_err(|message| format!("{line}: {message}"))?;
+        if let Some(v) = block.as_ref().and_then(|b| b.policy.violation()) {
+            return Err(format!("{line}: invariant violated: {v}"));
+        }
         match actual {
             Some(actual) => {
                 let _ = writeln!(rewritten, "{command} -> {actual}");
@@ -243,7 +258,7 @@ fn step(block: &mut Option<Block>, command: &str) -> Result<Option<String>, Stri
             return Err("`limits` must follow the `policy` line directly".into());
         }
         let limits = parse_limits(&args)?;
-        b.policy = (b.ty.build)(&b.tunables, &limits);
+        b.policy = checked((b.ty.build)(&b.tunables, &limits), &limits);
         return Ok(None);
     }
     b.started = true;
@@ -346,7 +361,8 @@ fn new_block(args: &[&str]) -> Result<Block, String> {
         values.push(value);
     }
     let tunables = ty.tunables(values).map_err(|e| e.to_string())?;
-    let policy = (ty.build)(&tunables, &QueueLimits::default());
+    let limits = QueueLimits::default();
+    let policy = checked((ty.build)(&tunables, &limits), &limits);
     Ok(Block {
         policy,
         ty,
@@ -355,6 +371,11 @@ fn new_block(args: &[&str]) -> Result<Block, String> {
         in_flight: BTreeMap::new(),
         started: false,
     })
+}
+
+/// `policy` inside the checker, recording the first violation.
+fn checked(policy: Box<dyn Scheduler>, limits: &QueueLimits) -> Checked {
+    Checked::new(policy, limits, CheckOptions::default(), OnViolation::Record)
 }
 
 fn split_keyed<'a>(args: &[&'a str]) -> Result<(BTreeMap<&'a str, &'a str>, Vec<&'a str>), String> {

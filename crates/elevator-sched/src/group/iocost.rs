@@ -947,6 +947,9 @@ impl Scheduler for IoCost {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::{
+        Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
+    };
     use elevator_core::IoMax;
 
     fn limits() -> QueueLimits {
@@ -1017,44 +1020,55 @@ mod tests {
             .parse()
             .unwrap();
         let noop = crate::find("noop").unwrap().build_default(&limits());
-        let mut c = IoCost::new(noop, &tree, &limits(), Some(&model), None);
-        let now = Instant::ZERO + Duration::from_secs(1);
-        // Both groups flood at once: hweights 1/4 and 3/4.
-        let mut id = 0;
-        for g in [a, b] {
-            for i in 0..400u64 {
-                let mut r = Request::read(id, g.0, (g.0 as u64) << 30 | i << 20, 8);
-                r.group = g;
-                r.arrival = now;
-                c.insert(r, now);
-                id += 1;
+        let c = IoCost::new(noop, &tree, &limits(), Some(&model), None);
+        // Both groups flood at once, a second in, with random reads (none
+        // starts where the previous one ended); the device serves each in
+        // a nanosecond, so only iocost holds them back.
+        let flood = |task: u32, group: GroupId| {
+            let all = Phase {
+                burst: true,
+                ..Phase::reads(400, 8, Layout::Strided { stride: 1 << 10 })
+            };
+            TaskScript {
+                group,
+                start: Duration::from_secs(1),
+                ..TaskScript::new(task, REGION * u64::from(task), vec![all])
             }
-        }
-        let (ha, _) = c.hweight(a);
-        let (hb, _) = c.hweight(b);
+        };
+        let case = Case {
+            workload: Workload {
+                tasks: vec![flood(1, a), flood(2, b)],
+            },
+            device: DeviceSpec {
+                limits: limits(),
+                service: Service::Uniform {
+                    min: Duration(1),
+                    max: Duration(1),
+                },
+                seed: 0,
+            },
+        };
+        let mut run = Run::new(Box::new(c), &case, &Options::default());
+        let now = Instant::ZERO + Duration::from_secs(1);
+        run.run_until(now).unwrap_or_else(|v| panic!("{v}"));
+        // hweights 1/4 and 3/4.
+        let (ha, _) = run.policy().hweight(a);
+        let (hb, _) = run.policy().hweight(b);
         assert!(
             (ha - 0.25).abs() < 0.01 && (hb - 0.75).abs() < 0.01,
             "{ha} {hb}"
         );
         // Each random read costs 1 ms of device time; over 200 ms at 100 %
         // the groups get about 50 and 150 ms / cost-per-hweight.
-        let mut done = [0u32; 2];
-        let mut t = now;
         let end = now + Duration::from_millis(200);
-        while t < end {
-            match c.dispatch(t) {
-                Dispatch::Request(r) => {
-                    done[if r.group == a { 0 } else { 1 }] += 1;
-                    c.complete(&r, t);
-                }
-                Dispatch::Wait { until } => t = until.min(end),
-                Dispatch::Empty => break,
-            }
-        }
+        run.run_until(end).unwrap_or_else(|v| panic!("{v}"));
+        run.finish().unwrap_or_else(|v| panic!("{v}"));
+        let done = [1, 2].map(|t| run.stats(TaskId(t)).requests());
+        println!("served in 200 ms: a (100) {}, b (300) {}", done[0], done[1]);
         // The first margin's credit (half a period) lets each start with
         // about 25 ms; then 1:3.
         assert!(done[1] > 2 * done[0], "{done:?}");
         assert!(done[0] >= 10 && done[1] >= 40, "{done:?}");
-        c.check_invariants().unwrap();
+        run.policy().check_invariants().unwrap();
     }
 }

@@ -368,10 +368,32 @@ mod tests {
     use super::*;
     use elevator_core::{IoMax, QueueLimits};
 
+    use crate::harness::{
+        Case, DeviceSpec, Layout, OpKind, OpMix, Options, Phase, Run, Service, TaskScript,
+        Workload, REGION,
+    };
+
+    /// A device that takes every request at once and serves it in a
+    /// nanosecond: a request goes out the moment the layer lets it.
+    fn instant() -> DeviceSpec {
+        DeviceSpec {
+            limits: QueueLimits {
+                queue_depth: 1024,
+                max_sectors: 2048,
+                ..QueueLimits::default()
+            },
+            service: Service::Uniform {
+                min: Duration(1),
+                max: Duration(1),
+            },
+            seed: 0,
+        }
+    }
+
     fn noop() -> Box<dyn Scheduler> {
         crate::find("noop")
             .unwrap()
-            .build_default(&QueueLimits::default())
+            .build_default(&instant().limits)
     }
 
     fn tree(max: &str) -> (GroupTree, GroupId) {
@@ -380,36 +402,63 @@ mod tests {
         (t, g)
     }
 
-    /// Dispatch as fast as allowed; return the dispatch times.
-    fn drain(s: &mut Throttle, until: Instant) -> Vec<(Instant, u64)> {
-        let mut now = Instant::ZERO;
-        let mut out = Vec::new();
-        while now < until {
-            match s.dispatch(now) {
-                Dispatch::Request(r) => {
-                    out.push((now, r.bytes()));
-                    s.complete(&r, now);
-                }
-                Dispatch::Wait { until } => now = until,
-                Dispatch::Empty => break,
-            }
+    /// Task `task` of `group` issuing `count` requests of `op` and
+    /// `sectors` each at time zero, `stride` sectors apart.
+    fn backlog(
+        task: u32,
+        group: GroupId,
+        op: OpKind,
+        count: u32,
+        sectors: u32,
+        stride: u64,
+    ) -> TaskScript {
+        let all = Phase {
+            ops: OpMix::Only(op),
+            burst: true,
+            ..Phase::reads(count, sectors, Layout::Strided { stride })
+        };
+        TaskScript {
+            group,
+            ..TaskScript::new(task, REGION * u64::from(task), vec![all])
         }
-        out
+    }
+
+    /// Run `tasks` through `s` on the instant device until `until`, as
+    /// fast as the limits allow; the dispatch times, in order.
+    fn drain(s: Throttle, tasks: Vec<TaskScript>, until: Instant) -> Vec<Instant> {
+        let case = Case {
+            workload: Workload { tasks },
+            device: instant(),
+        };
+        let options = Options {
+            // The limits make waits as long as they say.
+            liveness_limit: None,
+            check_starvation: false,
+            ..Options::default()
+        };
+        let mut run = Run::new(Box::new(s), &case, &options);
+        let checked = run.run_until(until).and_then(|()| run.finish());
+        checked.unwrap_or_else(|v| panic!("{v}"));
+        let mut out: Vec<(u64, Instant)> = case
+            .workload
+            .tasks
+            .iter()
+            .flat_map(|t| &run.stats(t.task).served)
+            .map(|s| (s.order, s.dispatched))
+            .collect();
+        out.sort();
+        out.into_iter().map(|(_, t)| t).collect()
     }
 
     #[test]
     fn bps_limit_holds_over_a_second() {
         // 10 MiB/s, 1 MiB reads: ~10 per second after the first slice's burst.
         let (t, g) = tree("rbps=10m");
-        let mut s = Throttle::new(noop(), t);
-        for i in 0..40u64 {
-            let mut r = Request::read(i, 1, i * 2048, 2048);
-            r.group = g;
-            s.insert(r, Instant::ZERO);
-        }
-        let out = drain(&mut s, Instant::ZERO + Duration::from_secs(10));
+        let s = Throttle::new(noop(), t);
+        let reads = backlog(1, g, OpKind::Read, 40, 2048, 2048);
+        let out = drain(s, vec![reads], Instant::ZERO + Duration::from_secs(10));
         assert_eq!(out.len(), 40);
-        let last = out.last().unwrap().0.as_secs_f64();
+        let last = out.last().unwrap().as_secs_f64();
         // 40 MiB at 10 MiB/s: about 4 s (less one slice of initial credit).
         assert!((3.8..=4.05).contains(&last), "{last}");
     }
@@ -418,17 +467,17 @@ mod tests {
     fn iops_limit_and_unlimited_groups() {
         let (mut t, g) = tree("wiops=50");
         let free = t.add("free", GroupId::ROOT, 100, IoMax::default());
-        let mut s = Throttle::new(noop(), t);
-        for i in 0..100u64 {
-            let mut r = Request::write(i, 1, i * 100, 8);
-            r.group = if i % 2 == 0 { g } else { free };
-            s.insert(r, Instant::ZERO);
-        }
-        // The 50 unlimited writes pass at once.
-        assert_eq!(s.inner.queued(), 50 + 5);
-        let out = drain(&mut s, Instant::ZERO + Duration::from_secs(5));
+        let s = Throttle::new(noop(), t);
+        let tasks = vec![
+            backlog(1, g, OpKind::AsyncWrite, 50, 8, 200),
+            backlog(2, free, OpKind::AsyncWrite, 50, 8, 200),
+        ];
+        let out = drain(s, tasks, Instant::ZERO + Duration::from_secs(5));
+        // The 50 unlimited writes pass at once, with the limited group's
+        // first slice of credit.
+        assert_eq!(out.iter().filter(|t| **t == Instant::ZERO).count(), 50 + 5);
         assert_eq!(out.len(), 100);
-        let last = out.last().unwrap().0.as_secs_f64();
+        let last = out.last().unwrap().as_secs_f64();
         assert!((0.85..=1.05).contains(&last), "{last}");
     }
 
@@ -437,15 +486,11 @@ mod tests {
         let mut t = GroupTree::default();
         let parent = t.add("p", GroupId::ROOT, 100, "rbps=1m".parse().unwrap());
         let child = t.add("c", parent, 100, "rbps=100m".parse().unwrap());
-        let mut s = Throttle::new(noop(), t);
-        for i in 0..20u64 {
-            let mut r = Request::read(i, 1, i * 512, 256);
-            r.group = child;
-            s.insert(r, Instant::ZERO);
-        }
-        let out = drain(&mut s, Instant::ZERO + Duration::from_secs(10));
+        let s = Throttle::new(noop(), t);
+        let reads = backlog(1, child, OpKind::Read, 20, 256, 512);
+        let out = drain(s, vec![reads], Instant::ZERO + Duration::from_secs(10));
         // 20 x 128 KiB = 2.5 MiB at 1 MiB/s.
-        let last = out.last().unwrap().0.as_secs_f64();
+        let last = out.last().unwrap().as_secs_f64();
         assert!((2.3..=2.6).contains(&last), "{last}");
     }
 }

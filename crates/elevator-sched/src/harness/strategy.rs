@@ -9,7 +9,7 @@
 //!   `ReadsFirst` toy in the conformance suite proves it).
 
 use crate::harness::workload::{
-    Case, DeviceSpec, Exit, Layout, OpKind, OpMix, Phase, TaskScript, Workload,
+    Case, DeviceSpec, Exit, Layout, OpKind, OpMix, Phase, Service, TaskScript, Workload,
 };
 use elevator_core::{Duration, GroupId, IoPrio, QueueLimits, TaskId};
 use proptest::prelude::*;
@@ -111,6 +111,7 @@ fn task(long: bool) -> impl Strategy<Value = TaskScript> {
                 phases,
                 exit,
                 seed,
+                base: None,
             },
         )
 }
@@ -164,10 +165,13 @@ fn phase(long: bool) -> impl Strategy<Value = Phase> {
                 ops,
                 layout,
                 max_request,
-                think,
+                min_request: 1,
+                min_think: Duration::ZERO,
+                max_think: think,
                 burst,
                 pause,
                 prio,
+                metadata: true,
             },
         )
 }
@@ -201,9 +205,11 @@ pub fn device() -> impl Strategy<Value = DeviceSpec> {
                     max_sectors,
                     ..QueueLimits::default()
                 },
-                // Between max/8 and max: long enough runs for expiry.
-                min_service: Duration(max_service.nanos() * spread / 8).max(Duration(1)),
-                max_service,
+                service: Service::Uniform {
+                    // Between max/8 and max: long enough runs for expiry.
+                    min: Duration(max_service.nanos() * spread / 8).max(Duration(1)),
+                    max: max_service,
+                },
                 seed,
             },
         )

@@ -1,12 +1,22 @@
 //! Workloads as data: tasks that follow scripts, and the fake device.
 //!
 //! A task is a closed-loop client: it keeps at most `outstanding` requests
-//! in the system (queued or in flight), waits a random think time before
-//! each issue, and walks through its phases in order. A burst phase issues
-//! all its requests at once, whatever `outstanding` says (writeback
-//! flushing a file). Everything random inside a task (sizes, random
-//! sectors, think times) is drawn from a `Prng` seeded by the script, so a
-//! case replays exactly.
+//! in the system (queued or in flight), waits a think time before each
+//! issue, and walks through its phases in order. A burst phase issues all
+//! its requests at once, whatever `outstanding` says (writeback flushing a
+//! file). Everything random inside a task (sizes, random sectors, think
+//! times) is drawn from a `Prng` seeded by the script, so a case replays
+//! exactly. Ranges (`min_request..=max_request`, `min_think..=max_think`)
+//! are drawn uniformly; an empty spread is a fixed value, which is how a
+//! unit test writes "a reader of 256 sectors that thinks 100 ms"
+//! ([`Phase::reads`]).
+//!
+//! The device ([`Service`]) is either the conformance suite's: requests
+//! served independently in random times, completing in a random order; or
+//! a serial one: one request at a time in dispatch order, costing a fixed
+//! time, a time per sector and a seek when it does not start where the
+//! previous one ended (a disk without NCQ, or a FIFO queue in front of
+//! flash), for tests that measure shares and latencies.
 
 use elevator_core::{
     Duration, GroupId, Instant, IoPrio, Op, Prng, QueueLimits, Request, RequestId, Sector, TaskId,
@@ -26,15 +36,51 @@ pub struct Workload {
     pub tasks: Vec<TaskScript>,
 }
 
-/// A fake device: a queue depth (in `limits.queue_depth`) and per-request
-/// service times drawn uniformly from `min_service..=max_service`. With
-/// more than one request in flight they complete in a random order.
+/// A fake device: a queue depth (in `limits.queue_depth`, the requests
+/// the driver lets it hold at once) and how it serves them.
 #[derive(Clone, Debug)]
 pub struct DeviceSpec {
     pub limits: QueueLimits,
-    pub min_service: Duration,
-    pub max_service: Duration,
+    pub service: Service,
+    /// Seeds the random service times and completion orders of
+    /// [`Service::Uniform`].
     pub seed: u64,
+}
+
+/// How long the fake device takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// Each request in flight is served on its own in a time drawn
+    /// uniformly from `min..=max`; several due at once complete in a random
+    /// order. The conformance suite's device: any order a policy may meet.
+    Uniform { min: Duration, max: Duration },
+    /// One request at a time, in dispatch order (the rest wait inside the
+    /// device): `fixed` + `per_sector` × sectors, plus `seek` unless the
+    /// request starts where the previous one ended. With `seek` and
+    /// `per_sector` zero, every request takes `fixed`.
+    Serial {
+        fixed: Duration,
+        per_sector: Duration,
+        seek: Duration,
+    },
+}
+
+impl DeviceSpec {
+    /// The longest a request can stay on the device (the checker's
+    /// starvation bound is computed from it).
+    pub fn max_service(&self) -> Duration {
+        match self.service {
+            Service::Uniform { max, .. } => max,
+            Service::Serial {
+                fixed,
+                per_sector,
+                seek,
+            } => {
+                let one = fixed + seek + per_sector.mul(u64::from(self.limits.max_sectors));
+                one.mul(u64::from(self.limits.queue_depth))
+            }
+        }
+    }
 }
 
 /// What a request does, as a workload sees it.
@@ -85,7 +131,11 @@ pub enum Layout {
     NearOthers,
     /// The same sectors as the task's previous request.
     Repeat,
-    /// Any of the above, chosen per request.
+    /// Each request starts `stride` sectors after the previous one
+    /// started: two tasks with a stride of twice their size, one starting
+    /// a size further on, read alternate chunks of one file.
+    Strided { stride: u64 },
+    /// Any of the above but `Strided`, chosen per request.
     Mixed,
 }
 
@@ -95,17 +145,61 @@ pub struct Phase {
     pub requests: u32,
     pub ops: OpMix,
     pub layout: Layout,
-    /// Request sizes are drawn from `1..=max_request`, and never exceed
-    /// the queue's `max_sectors` (the block layer splits larger bios).
+    /// Request sizes are drawn from `min_request..=max_request`, and never
+    /// exceed the queue's `max_sectors` (the block layer splits larger
+    /// bios).
     pub max_request: u32,
-    /// Each issue comes a random `0..=think` after the task may issue.
-    pub think: Duration,
+    /// The smallest request (at least 1); `min_request == max_request`
+    /// makes every request that size.
+    pub min_request: u32,
+    /// Each issue comes a random `min_think..=max_think` after the task may
+    /// issue (after its previous request completed, with `outstanding` 1).
+    pub min_think: Duration,
+    pub max_think: Duration,
     /// Issue every request of the phase at once.
     pub burst: bool,
     /// Idle time before the phase's first request.
     pub pause: Duration,
     /// Priority for this phase (`ionice` mid-run); the task's otherwise.
     pub prio: Option<IoPrio>,
+    /// One read in eight is file-system metadata (`REQ_META`, which CFQ
+    /// serves first); off, no request is.
+    pub metadata: bool,
+}
+
+impl Phase {
+    /// `requests` plain reads of `sectors` each, laid out by `layout`, each
+    /// issued as soon as the task may (no think time, no pause, no
+    /// metadata). `u32::MAX` requests: a reader that never ends.
+    pub fn reads(requests: u32, sectors: u32, layout: Layout) -> Phase {
+        Phase {
+            requests,
+            ops: OpMix::Only(OpKind::Read),
+            layout,
+            max_request: sectors,
+            min_request: sectors,
+            min_think: Duration::ZERO,
+            max_think: Duration::ZERO,
+            burst: false,
+            pause: Duration::ZERO,
+            prio: None,
+            metadata: false,
+        }
+    }
+
+    /// The same phase with a fixed think time before each issue.
+    pub fn think(self, think: Duration) -> Phase {
+        Phase {
+            min_think: think,
+            max_think: think,
+            ..self
+        }
+    }
+
+    /// The same phase, idle for `pause` before its first request.
+    pub fn pause(self, pause: Duration) -> Phase {
+        Phase { pause, ..self }
+    }
 }
 
 /// When a task tells the policy it exited.
@@ -130,6 +224,29 @@ pub struct TaskScript {
     pub phases: Vec<Phase>,
     pub exit: Exit,
     pub seed: u64,
+    /// Where the task's sectors start; at least [`REGION`] (descending
+    /// layouts need room below it), and sequential ones go on for up to
+    /// `capacity - 2 × REGION`. `None`: a place drawn from `seed`.
+    pub base: Option<Sector>,
+}
+
+impl TaskScript {
+    /// Task `task` at best-effort level 4 in the root group, from time
+    /// zero, one request outstanding, never exiting, at `base`, going
+    /// through `phases`.
+    pub fn new(task: u32, base: Sector, phases: Vec<Phase>) -> TaskScript {
+        TaskScript {
+            task: TaskId(task),
+            prio: IoPrio::be(4),
+            group: GroupId::ROOT,
+            start: Duration::ZERO,
+            outstanding: 1,
+            phases,
+            exit: Exit::Never,
+            seed: u64::from(task),
+            base: Some(base),
+        }
+    }
 }
 
 impl Workload {
@@ -158,13 +275,15 @@ impl Recent {
     }
 }
 
-/// A task's sectors start at `base` and stay below `base + REGION`.
-const REGION: Sector = 1 << 22;
+/// A task's base is at least this far from the start of the device and
+/// twice this far from its end; a layout whose cursor runs below `REGION`
+/// or into the last `2 × REGION` sectors starts over at the base.
+pub const REGION: Sector = 1 << 22;
 
 /// A running task: the script plus where it is in it.
 #[derive(Debug)]
-pub struct Client<'w> {
-    pub script: &'w TaskScript,
+pub struct Client {
+    pub script: TaskScript,
     prng: Prng,
     phase: usize,
     issued_in_phase: u32,
@@ -189,12 +308,25 @@ pub struct ClientStep {
     pub exit: bool,
 }
 
-impl<'w> Client<'w> {
-    pub fn new(script: &'w TaskScript, capacity: Sector) -> Self {
+impl Client {
+    pub fn new(script: TaskScript, capacity: Sector) -> Self {
         let mut prng = Prng::new(script.seed);
-        // Leave room below the base for descending layouts.
-        let room = capacity.saturating_sub(3 * REGION).max(1);
-        let base = REGION + prng.below(room) / 8 * 8;
+        let base = match script.base {
+            Some(base) => {
+                assert!(
+                    base >= REGION && base + 2 * REGION <= capacity,
+                    "task {:?}: base {base} outside {REGION}..={}",
+                    script.task,
+                    capacity.saturating_sub(2 * REGION)
+                );
+                base
+            }
+            None => {
+                // Leave room below the base for descending layouts.
+                let room = capacity.saturating_sub(3 * REGION).max(1);
+                REGION + prng.below(room) / 8 * 8
+            }
+        };
         Client {
             script,
             prng,
@@ -252,7 +384,8 @@ impl<'w> Client<'w> {
             at += phase.pause;
         }
         if !phase.burst {
-            at += Duration(self.prng.below(phase.think.nanos() + 1));
+            let spread = phase.max_think.saturating_sub(phase.min_think);
+            at += phase.min_think + Duration(self.prng.below(spread.nanos() + 1));
         }
         self.scheduled = true;
         step.issue_at = Some(at);
@@ -315,7 +448,8 @@ impl<'w> Client<'w> {
         };
         let (op, sync) = kind.op_and_sync();
         let cap = phase.max_request.clamp(1, limits.max_sectors.max(1));
-        let mut sectors = 1 + self.prng.below(u64::from(cap)) as u32;
+        let least = phase.min_request.clamp(1, cap);
+        let mut sectors = least + self.prng.below(u64::from(cap - least + 1)) as u32;
         let layout = match phase.layout {
             Layout::Mixed => match self.prng.below(7) {
                 0 => Layout::Sequential,
@@ -332,6 +466,11 @@ impl<'w> Client<'w> {
             Layout::Sequential | Layout::Mixed => {
                 let s = self.cursor;
                 self.cursor += u64::from(sectors);
+                s
+            }
+            Layout::Strided { stride } => {
+                let s = self.cursor;
+                self.cursor += stride;
                 s
             }
             Layout::Descending => {
@@ -386,7 +525,7 @@ impl<'w> Client<'w> {
             self.cursor = self.base;
         }
         // Some reads are filesystem metadata (CFQ serves them first).
-        let meta = op == Op::Read && self.prng.below(8) == 0;
+        let meta = phase.metadata && op == Op::Read && self.prng.below(8) == 0;
         // Sync writes are fsync's (REQ_NOIDLE) or O_DIRECT's (not), half each.
         let noidle = op == Op::Write && sync && self.prng.below(2) == 0;
         Request {

@@ -1292,45 +1292,49 @@ mod tests {
 
     #[test]
     fn read_batch_expires_and_a_write_batch_follows() {
-        let mut s = new_as();
-        // Two busy readers far apart keep reads queued the whole time.
-        s.insert(Request::write(1000, 9, 50_000_000, 8), at(0));
-        let mut id = 1;
-        let mut now = 0;
-        let mut first_write_at = None;
-        let mut reads = 0;
-        while now < 2000 {
-            for task in [1u32, 2] {
-                let idle = match s.tasks.get(&TaskId(task)) {
-                    Some(t) => t.nr_queued == 0,
-                    None => true,
-                };
-                if idle {
-                    s.insert(
-                        Request::read(id, task, u64::from(task) * 10_000_000 + id * 8, 8),
-                        at(now),
-                    );
-                    id += 1;
-                }
-            }
-            match s.dispatch(at(now)) {
-                Dispatch::Request(r) => {
-                    if r.is_read() {
-                        reads += 1;
-                    } else {
-                        first_write_at.get_or_insert(now);
-                    }
-                    s.complete(&r, at(now + 5));
-                    now += 5;
-                }
-                Dispatch::Wait { until } => now = (until.nanos() / 1_000_000).max(now + 1),
-                Dispatch::Empty => break,
-            }
-            if first_write_at.is_some() {
-                break;
-            }
-        }
-        let t = first_write_at.expect("the write got a batch");
+        use crate::harness::{
+            Case, DeviceSpec, Layout, OpKind, OpMix, Options, Phase, Run, Service, TaskScript,
+            Workload, REGION,
+        };
+        // Two busy readers far apart keep a read in the system the whole
+        // time (each the moment its last one completed); one async write
+        // waits from time zero; the disk serves any request in 5 ms.
+        let reader = |task: u32| {
+            let reads = Phase::reads(u32::MAX, 8, Layout::Sequential);
+            TaskScript::new(task, REGION + u64::from(task) * 10_000_000, vec![reads])
+        };
+        let write = Phase {
+            ops: OpMix::Only(OpKind::AsyncWrite),
+            ..Phase::reads(1, 8, Layout::Sequential)
+        };
+        let writer = TaskScript::new(9, REGION + 50_000_000, vec![write]);
+        let case = Case {
+            workload: Workload {
+                tasks: vec![writer, reader(1), reader(2)],
+            },
+            device: DeviceSpec {
+                limits: QueueLimits::default(),
+                service: Service::Serial {
+                    fixed: Duration::from_millis(5),
+                    per_sector: Duration::ZERO,
+                    seek: Duration::ZERO,
+                },
+                seed: 1,
+            },
+        };
+        let mut run = Run::new(Box::new(new_as()), &case, &Options::default());
+        run.run_until(at(2000)).unwrap_or_else(|v| panic!("{v}"));
+        run.finish().unwrap_or_else(|v| panic!("{v}"));
+        let write = run
+            .stats(TaskId(9))
+            .served
+            .first()
+            .expect("the write got a batch");
+        let t = write.dispatched.since(Instant::ZERO).as_millis_f64() as u64;
+        let reads = (1..=2)
+            .flat_map(|task| &run.stats(TaskId(task)).served)
+            .filter(|r| r.dispatched < write.dispatched)
+            .count();
         println!("first write after {t} ms and {reads} reads");
         // The read batch runs read_batch_expire from its first completion.
         assert!((500..=520).contains(&t), "{t}");

@@ -2211,36 +2211,48 @@ mod tests {
 
     #[test]
     fn detects_command_queueing_from_the_depth_it_sees() {
+        use crate::harness::{
+            Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
+        };
+        // A reader keeping 10 requests in the system, 1000 sectors apart,
+        // on a 32-deep driver completing one a millisecond: CFQ sees a
+        // depth of 10, never the 32 the limits allow.
         let limits = QueueLimits {
             queue_depth: 32,
             ..QueueLimits::default()
         };
-        let mut s = Cfq::new(&limits);
-        let mut id = 0;
-        let mut next = |s: &mut Cfq, t: Instant| {
-            id += 1;
-            s.insert(read(id, 1, id * 1_000, IoPrio::be(4)), t);
+        let reads = Phase::reads(100, 64, Layout::Strided { stride: 1_000 });
+        let reader = TaskScript {
+            outstanding: 10,
+            ..TaskScript::new(1, REGION, vec![reads])
         };
-        for _ in 0..40 {
-            next(&mut s, Instant::ZERO);
-        }
-        let mut in_flight = std::collections::VecDeque::new();
-        for _ in 0..10 {
-            in_flight.push_back(take(s.dispatch(Instant::ZERO)));
-        }
-        assert_eq!(s.hw_tag(), -1);
-        for k in 1..=60 {
-            let t = at(k);
-            let done = in_flight.pop_front().unwrap();
-            s.complete(&done, t);
-            next(&mut s, t);
-            in_flight.push_back(take(s.dispatch(t)));
-        }
-        assert_eq!(s.hw_tag(), 1);
+        let case = Case {
+            workload: Workload {
+                tasks: vec![reader],
+            },
+            device: DeviceSpec {
+                limits,
+                service: Service::Serial {
+                    fixed: Duration::from_millis(1),
+                    per_sector: Duration::ZERO,
+                    seek: Duration::ZERO,
+                },
+                seed: 1,
+            },
+        };
+        let mut run = Run::new(Box::new(Cfq::new(&limits)), &case, &Options::default());
+        // Undecided while the first requests go out.
+        run.run_until(Instant::ZERO).unwrap();
+        assert_eq!(run.policy().hw_tag(), -1);
+        run.run_until(at(60)).unwrap();
+        assert_eq!(run.policy().hw_tag(), 1);
+        run.run_to_end().unwrap();
+        run.finish().unwrap();
     }
 
-    /// Closed-loop sequential readers (think time zero, one request each)
-    /// on a disk that serves any request in `service`, depth 1.
+    /// Closed-loop sequential readers of 64 sectors (think time zero, one
+    /// request each) on the harness's serial device, depth 1, every request
+    /// served in `service`, from time zero to `end`: requests each task got.
     fn run_readers(prios: &[IoPrio], service: Duration, end: Instant) -> Vec<u64> {
         let groups = vec![GroupId::ROOT; prios.len()];
         run_grouped_readers(
@@ -2252,58 +2264,48 @@ mod tests {
         )
     }
 
+    /// The same with task `i` in `groups[i]`, under `s`. Task ids count
+    /// from 0; every wait stays within CFQ's starvation bound (checked).
     fn run_grouped_readers(
-        mut s: Cfq,
+        s: Cfq,
         prios: &[IoPrio],
         groups: &[GroupId],
         service: Duration,
         end: Instant,
     ) -> Vec<u64> {
-        let mut pos: Vec<Sector> = (0..prios.len() as u64).map(|i| i * 10_000_000).collect();
-        let mut done = vec![0u64; prios.len()];
-        let mut id = 0;
-        let mut issue = |s: &mut Cfq, pos: &mut Vec<Sector>, task: usize, now: Instant| {
-            id += 1;
-            let r = Request {
-                group: groups[task],
-                ..read(id, task as u32, pos[task], prios[task])
-            };
-            s.insert(r, now);
-            pos[task] += 64;
+        use crate::harness::{
+            Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
         };
-        for task in 0..prios.len() {
-            issue(&mut s, &mut pos, task, Instant::ZERO);
-        }
-        let mut now = Instant::ZERO;
-        let mut busy: Option<(Instant, Request)> = None;
-        let mut wake = None;
-        loop {
-            if busy.is_none() {
-                wake = None;
-                match s.dispatch(now) {
-                    Dispatch::Request(r) => busy = Some((now + service, r)),
-                    Dispatch::Wait { until } => wake = Some(until),
-                    Dispatch::Empty => {}
+        let tasks = (0..prios.len() as u32)
+            .map(|i| {
+                // 8 M sectors apart: 17 readers fit the default 80 GB.
+                let base = REGION + u64::from(i) * 8_000_000;
+                let reads = Phase::reads(u32::MAX, 64, Layout::Sequential);
+                TaskScript {
+                    prio: prios[i as usize],
+                    group: groups[i as usize],
+                    ..TaskScript::new(i, base, vec![reads])
                 }
-            }
-            let next = match (&busy, wake) {
-                (Some((t, _)), _) => *t,
-                (None, Some(w)) => w,
-                (None, None) => break,
-            };
-            if next >= end {
-                break;
-            }
-            now = next;
-            if busy.as_ref().is_some_and(|(t, _)| *t == now) {
-                let (_, r) = busy.take().unwrap();
-                s.complete(&r, now);
-                let task = r.task.0 as usize;
-                done[task] += 1;
-                issue(&mut s, &mut pos, task, now);
-            }
-        }
-        done
+            })
+            .collect();
+        let case = Case {
+            workload: Workload { tasks },
+            device: DeviceSpec {
+                limits: QueueLimits::default(),
+                service: Service::Serial {
+                    fixed: service,
+                    per_sector: Duration::ZERO,
+                    seek: Duration::ZERO,
+                },
+                seed: 1,
+            },
+        };
+        let mut run = Run::new(Box::new(s), &case, &Options::default());
+        let checked = run.run_until(end).and_then(|()| run.finish());
+        checked.unwrap_or_else(|v| panic!("{v}"));
+        (0..prios.len() as u32)
+            .map(|i| run.stats(TaskId(i)).requests())
+            .collect()
     }
 
     #[test]

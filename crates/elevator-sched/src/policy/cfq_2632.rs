@@ -1198,6 +1198,10 @@ mod tests {
     use super::*;
     use elevator_core::IoPrio;
 
+    use crate::harness::{
+        Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
+    };
+
     fn read(id: u64, task: u32, sector: Sector, prio: IoPrio) -> Request {
         Request {
             prio,
@@ -1246,59 +1250,61 @@ mod tests {
         );
     }
 
-    /// A sequential reader with 40 requests queued on a driver that holds
-    /// up to `depth` of them; `hw_tag` after 200 completions.
-    fn hw_tag_after(depth: usize, rotational: bool) -> (bool, Cfq2632) {
+    /// A reader keeping 40 requests in the system, 1000 sectors apart, on
+    /// a driver that holds up to `depth` of them and completes one a
+    /// millisecond (the harness's serial device), until all its 240
+    /// requests completed (at 240 ms: the driver never runs dry before).
+    /// The run stops right after that last completion.
+    fn hw_tag_after(depth: u32, rotational: bool) -> Run<Cfq2632> {
         let limits = QueueLimits {
-            queue_depth: depth as u32,
+            queue_depth: depth,
             rotational,
             ..QueueLimits::default()
         };
-        let mut s = Cfq2632::new(&limits);
-        let mut id = 0;
-        let mut next = |s: &mut Cfq2632, t: Instant| {
-            id += 1;
-            s.insert(read(id, 1, id * 1_000, IoPrio::be(4)), t);
+        let reads = Phase::reads(240, 8, Layout::Strided { stride: 1_000 });
+        let reader = TaskScript {
+            outstanding: 40,
+            ..TaskScript::new(1, REGION, vec![reads])
         };
-        for _ in 0..40 {
-            next(&mut s, Instant::ZERO);
-        }
-        let mut in_flight = std::collections::VecDeque::new();
-        for k in 1..=200u64 {
-            let t = Instant(k * 1_000_000);
-            while in_flight.len() < depth {
-                match s.dispatch(t) {
-                    Dispatch::Request(r) => in_flight.push_back(r),
-                    _ => break,
-                }
-            }
-            let done = in_flight.pop_front().expect("something in flight");
-            s.complete(&done, t);
-            next(&mut s, t);
-        }
-        (s.hw_tag(), s)
+        let case = Case {
+            workload: Workload {
+                tasks: vec![reader],
+            },
+            device: DeviceSpec {
+                limits,
+                service: Service::Serial {
+                    fixed: Duration::from_millis(1),
+                    per_sector: Duration::ZERO,
+                    seek: Duration::ZERO,
+                },
+                seed: 1,
+            },
+        };
+        let mut run = Run::new(Box::new(Cfq2632::new(&limits)), &case, &Options::default());
+        let last = Instant(240 * 1_000_000);
+        run.run_until(last).unwrap_or_else(|v| panic!("{v}"));
+        assert_eq!(run.stats(TaskId(1)).requests(), 240);
+        assert_eq!(run.now(), last);
+        run
     }
 
     #[test]
     fn hw_tag_follows_the_depth_the_driver_reaches() {
-        let (tagged, _) = hw_tag_after(31, true);
+        let tagged = hw_tag_after(31, true).policy().hw_tag();
         assert!(tagged, "NCQ 31: the driver holds up to 16 (4 × quantum)");
-        let (tagged, _) = hw_tag_after(1, true);
+        let tagged = hw_tag_after(1, true).policy().hw_tag();
         assert!(!tagged, "no queueing: the depth seen is 1");
     }
 
     #[test]
     fn hw_tag_decides_idling_on_a_non_rotational_device() {
         // On flash with queueing CFQ never idles; at depth 1 (PATA, MMC)
-        // hw_tag goes off and it idles as on a disk.
+        // hw_tag goes off and it idles as on a disk. Right after the
+        // reader's last request completed alone, another task's read comes.
         for (depth, idles) in [(31, false), (1, true)] {
-            let (_, mut s) = hw_tag_after(depth, false);
-            // Drain, then let the reader's last request complete alone.
-            let mut t = Instant(300_000_000);
-            while let Dispatch::Request(r) = s.dispatch(t) {
-                t += Duration::from_micros(100);
-                s.complete(&r, t);
-            }
+            let mut run = hw_tag_after(depth, false);
+            let t = run.now();
+            let s = run.policy_mut();
             s.insert(read(10_000, 2, 900_000_000, IoPrio::be(4)), t);
             let waited =
                 matches!(s.dispatch(t), Dispatch::Wait { until } if until != Instant::NEVER);

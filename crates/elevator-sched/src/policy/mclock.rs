@@ -435,10 +435,11 @@ impl Scheduler for MClock {
 mod tests {
     use super::*;
 
+    /// Flash that takes one request at a time.
     fn ssd() -> QueueLimits {
         QueueLimits {
             rotational: false,
-            queue_depth: 32,
+            queue_depth: 1,
             max_sectors: 256,
             capacity: 1 << 30,
         }
@@ -453,40 +454,41 @@ mod tests {
         t
     }
 
-    fn request(id: u64, group: u32) -> Request {
-        Request {
-            group: GroupId(group),
-            ..Request::read(id, group, id * 1000, 8)
-        }
-    }
-
-    /// Serve one request every `gap` for `total`, keeping each group
-    /// backlogged with `backlog` requests; returns the count per group.
-    fn serve(s: &mut MClock, groups: u32, gap: u64, total: u64) -> Vec<u64> {
-        let mut next = 1;
-        let mut now = Instant::ZERO;
-        let mut served = vec![0; groups as usize + 1];
-        for g in 1..=groups {
-            for _ in 0..8 {
-                s.insert(request(next, g), now);
-                next += 1;
-            }
-        }
-        while now.0 < total {
-            match s.dispatch(now) {
-                Dispatch::Request(r) => {
-                    served[r.group.0 as usize] += 1;
-                    s.insert(request(next, r.group.0), now);
-                    next += 1;
-                    now.0 += gap;
-                }
-                Dispatch::Wait { until } => {
-                    assert!(until > now);
-                    now = until;
-                }
-                Dispatch::Empty => panic!("backlogged"),
-            }
-        }
+    /// One task per group (task `g` in group `g`), each keeping 8 4 KiB
+    /// reads in the system, on flash that serves one request every `gap`
+    /// (the harness's serial device, one request at a time) from time zero
+    /// to `total`; returns the requests served per group (index 0 unused).
+    fn serve(s: MClock, groups: u32, gap: u64, total: u64) -> Vec<u64> {
+        use crate::harness::{
+            Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
+        };
+        use elevator_core::Duration;
+        // 1000 sectors apart: nothing merges.
+        let reads = Phase::reads(u32::MAX, 8, Layout::Strided { stride: 1000 });
+        let tasks = (1..=groups)
+            .map(|g| TaskScript {
+                group: GroupId(g),
+                outstanding: 8,
+                ..TaskScript::new(g, REGION + u64::from(g) * REGION, vec![reads.clone()])
+            })
+            .collect();
+        let case = Case {
+            workload: Workload { tasks },
+            device: DeviceSpec {
+                limits: ssd(),
+                service: Service::Serial {
+                    fixed: Duration(gap),
+                    per_sector: Duration::ZERO,
+                    seek: Duration::ZERO,
+                },
+                seed: 1,
+            },
+        };
+        let mut run = Run::new(Box::new(s), &case, &Options::default());
+        let checked = run.run_until(Instant(total)).and_then(|()| run.finish());
+        checked.unwrap_or_else(|v| panic!("{v}"));
+        let mut served = vec![0];
+        served.extend((1..=groups).map(|g| run.stats(TaskId(g)).requests()));
         served
     }
 
@@ -495,7 +497,8 @@ mod tests {
         let mut s = MClock::new(&ssd());
         s.set_groups(&tree(&[(100, None, None), (300, None, None)]));
         // 1000 IOPS for 10 s.
-        let served = serve(&mut s, 2, 1_000_000, 10 * NS_PER_S);
+        let served = serve(s, 2, 1_000_000, 10 * NS_PER_S);
+        println!("served per group: {served:?}");
         let ratio = served[2] as f64 / served[1] as f64;
         assert!((ratio - 3.0).abs() < 0.05, "{served:?}");
     }
@@ -505,7 +508,8 @@ mod tests {
         let mut s = MClock::new(&ssd());
         // Group 1: weight 1 but 400 IOPS reserved; group 2: weight 1000.
         s.set_groups(&tree(&[(1, Some(400), None), (1000, None, None)]));
-        let served = serve(&mut s, 2, 1_000_000, 10 * NS_PER_S);
+        let served = serve(s, 2, 1_000_000, 10 * NS_PER_S);
+        println!("served per group: {served:?}");
         let iops = served[1] as f64 / 10.0;
         assert!((399.0..=402.0).contains(&iops), "{served:?}");
     }
@@ -514,7 +518,8 @@ mod tests {
     fn a_limit_caps_a_client_and_makes_the_device_wait() {
         let mut s = MClock::new(&ssd());
         s.set_groups(&tree(&[(100, None, Some(200))]));
-        let served = serve(&mut s, 1, 1_000_000, 10 * NS_PER_S);
+        let served = serve(s, 1, 1_000_000, 10 * NS_PER_S);
+        println!("served per group: {served:?}");
         let iops = served[1] as f64 / 10.0;
         // Tags advance by cost/limit, 1/200 s per 4 KiB request.
         assert!((199.0..=201.0).contains(&iops), "{served:?}");

@@ -1,11 +1,18 @@
-//! Unit tests of BFQ's state machine, driven by a small closed-loop model:
-//! readers that keep one sync read outstanding (after an optional think
-//! time) on a toy disk that serves requests in submission order, with a
-//! seek cost between non-contiguous requests and a transfer cost per
-//! sector.
+//! Unit tests of BFQ's state machine. The ones that need a workload run on
+//! the shared harness (`crate::harness`): closed-loop readers (one sync
+//! read outstanding, after an optional think time) on its serial device,
+//! which serves requests in dispatch order with a seek cost between
+//! non-contiguous requests and a transfer cost per sector, inside the
+//! invariant checker. The rest call the policy step by step (`serve`):
+//! each is about one exact sequence of calls and times (a read arriving
+//! 1 ms after another task's completion, a measurement fed by hand), which
+//! a closed-loop workload does not express; they are scripts, as the
+//! trace tests are.
 
 use super::*;
-use elevator_core::Op;
+use crate::harness::{
+    Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
+};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -15,234 +22,82 @@ fn at(d: Duration) -> Instant {
     Instant::ZERO + d
 }
 
-/// A toy disk: FIFO service, `depth` requests in flight.
-#[derive(Debug)]
-struct Disk {
-    limits: QueueLimits,
-    seek: Duration,
-    per_sector: Duration,
-    head: Sector,
-    busy_until: Instant,
-    in_flight: VecDeque<(Instant, Request)>,
-}
-
-impl Disk {
-    /// A rotational disk without NCQ: ~100 MB/s, 8 ms per seek.
-    fn hdd() -> Self {
-        Disk {
-            limits: QueueLimits {
-                rotational: true,
-                queue_depth: 1,
-                max_sectors: 256,
-                capacity: 1 << 30,
-            },
-            seek: ms(8),
+/// A rotational disk without NCQ: ~100 MB/s (5 us a sector), 8 ms per
+/// seek.
+fn hdd() -> DeviceSpec {
+    DeviceSpec {
+        limits: QueueLimits {
+            rotational: true,
+            queue_depth: 1,
+            max_sectors: 256,
+            capacity: 1 << 30,
+        },
+        service: Service::Serial {
+            fixed: Duration::ZERO,
             per_sector: Duration(5_000),
-            head: 0,
-            busy_until: Instant::ZERO,
-            in_flight: VecDeque::new(),
-        }
+            seek: ms(8),
+        },
+        seed: 1,
     }
+}
 
-    /// NCQ flash: no seek cost, 32 commands.
-    fn ssd() -> Self {
-        Disk {
-            limits: QueueLimits {
-                rotational: false,
-                queue_depth: 32,
-                max_sectors: 256,
-                capacity: 1 << 30,
-            },
-            seek: Duration(20_000),
+/// NCQ flash: 32 commands, served one after another, 2 us a sector and
+/// 20 us to move elsewhere.
+fn ssd() -> DeviceSpec {
+    DeviceSpec {
+        limits: QueueLimits {
+            rotational: false,
+            queue_depth: 32,
+            max_sectors: 256,
+            capacity: 1 << 30,
+        },
+        service: Service::Serial {
+            fixed: Duration::ZERO,
             per_sector: Duration(2_000),
-            ..Disk::hdd()
-        }
-    }
-
-    fn submit(&mut self, r: Request, now: Instant) {
-        let start = self.busy_until.max(now);
-        let seek = if r.sector == self.head {
-            Duration::ZERO
-        } else {
-            self.seek
-        };
-        self.busy_until = start + seek + self.per_sector.mul(u64::from(r.sectors));
-        self.head = r.end();
-        self.in_flight.push_back((self.busy_until, r));
+            seek: Duration(20_000),
+        },
+        seed: 1,
     }
 }
 
-/// A task reading `size` sectors at a time, one request outstanding.
-#[derive(Debug, Clone)]
-struct Reader {
-    task: u32,
-    prio: IoPrio,
-    group: GroupId,
-    next: Sector,
-    sequential: bool,
-    size: u32,
-    think: Duration,
-    /// Reads per burst and idle time between bursts (interactive tasks).
-    burst: Option<(u32, Duration)>,
-    start: Instant,
-    // Progress.
-    in_burst: u32,
-    wake: Option<Instant>,
-    issued: Option<Instant>,
-    sectors: u64,
-    latencies: Vec<Duration>,
-    rng: u64,
+/// A greedy sequential reader of 256-sector reads from `offset` sectors
+/// into the disk's usable area.
+fn seq(task: u32, offset: Sector) -> TaskScript {
+    let phase = Phase::reads(u32::MAX, 256, Layout::Sequential);
+    TaskScript::new(task, REGION + offset, vec![phase])
 }
 
-impl Reader {
-    fn seq(task: u32, base: Sector) -> Self {
-        Reader {
-            task,
-            prio: IoPrio::be(4),
-            group: GroupId::ROOT,
-            next: base,
-            sequential: true,
-            size: 256,
-            think: Duration::ZERO,
-            burst: None,
-            start: Instant::ZERO,
-            in_burst: 0,
-            wake: None,
-            issued: None,
-            sectors: 0,
-            latencies: Vec::new(),
-            rng: u64::from(task).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
-        }
-    }
-
-    fn random(task: u32) -> Self {
-        Reader {
-            sequential: false,
-            size: 8,
-            ..Reader::seq(task, 0)
-        }
-    }
-
-    fn next_request(&mut self, id: u64) -> Request {
-        if !self.sequential {
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            self.next = (self.rng % (1 << 28)) & !7;
-        }
-        let mut r = Request::read(id, self.task, self.next, self.size);
-        r.prio = self.prio;
-        r.group = self.group;
-        self.next += u64::from(self.size);
-        r
-    }
+/// A greedy reader of 8-sector reads anywhere in the first 2^28 sectors.
+fn random(task: u32) -> TaskScript {
+    let phase = Phase::reads(u32::MAX, 8, Layout::Random { span: 1 << 28 });
+    TaskScript::new(task, REGION, vec![phase])
 }
 
-/// Run `readers` on `disk` under `bfq` from time zero until `end`.
-fn run(bfq: &mut Bfq, disk: &mut Disk, readers: &mut [Reader], end: Instant) {
-    let mut world = World::new(std::mem::replace(disk, Disk::hdd()));
-    world.run(bfq, readers, end);
-    *disk = world.disk;
+/// `tasks` on `device` under `bfq`, from time zero, held open.
+fn start(bfq: Bfq, device: DeviceSpec, tasks: Vec<TaskScript>) -> Run<Bfq> {
+    let case = Case {
+        workload: Workload { tasks },
+        device,
+    };
+    Run::new(Box::new(bfq), &case, &Options::default())
 }
 
-/// The toy disk, the clock and the request ids of a run that can be
-/// continued.
-#[derive(Debug)]
-struct World {
-    disk: Disk,
-    now: Instant,
-    id: u64,
-    started: bool,
+/// `tasks` on `device` under `bfq` from time zero until `end`; every wait
+/// within BFQ's starvation bound.
+fn run(bfq: Bfq, device: DeviceSpec, tasks: Vec<TaskScript>, end: Instant) -> Run<Bfq> {
+    let mut run = start(bfq, device, tasks);
+    go(&mut run, end);
+    run
 }
 
-impl World {
-    fn new(disk: Disk) -> Self {
-        World {
-            disk,
-            now: Instant::ZERO,
-            id: 0,
-            started: false,
-        }
-    }
-
-    /// Go on until `end`.
-    fn run(&mut self, bfq: &mut Bfq, readers: &mut [Reader], end: Instant) {
-        let disk = &mut self.disk;
-        let mut now = self.now;
-        if !self.started {
-            self.started = true;
-            for r in readers.iter_mut() {
-                r.wake = Some(r.start);
-            }
-        }
-        loop {
-            // Completions due.
-            while disk.in_flight.front().is_some_and(|(t, _)| *t <= now) {
-                let (_, rq) = disk.in_flight.pop_front().expect("due");
-                bfq.complete(&rq, now);
-                let r = readers
-                    .iter_mut()
-                    .find(|r| r.task == rq.task.0)
-                    .expect("reader");
-                r.sectors += u64::from(rq.sectors);
-                r.latencies
-                    .push(now.since(r.issued.take().expect("issued")));
-                let mut pause = r.think;
-                if let Some((n, idle)) = r.burst {
-                    r.in_burst += 1;
-                    if r.in_burst == n {
-                        r.in_burst = 0;
-                        pause = idle;
-                    }
-                }
-                r.wake = Some(now + pause);
-            }
-            // Arrivals due.
-            for r in readers.iter_mut() {
-                if r.wake.is_some_and(|t| t <= now) {
-                    r.wake = None;
-                    self.id += 1;
-                    let rq = r.next_request(self.id);
-                    r.issued = Some(now);
-                    bfq.insert(rq, now);
-                }
-            }
-            // Dispatch.
-            let mut wait = None;
-            while disk.in_flight.len() < disk.limits.queue_depth as usize {
-                match bfq.dispatch(now) {
-                    Dispatch::Request(rq) => {
-                        assert_eq!(rq.op, Op::Read);
-                        disk.submit(rq, now);
-                    }
-                    Dispatch::Wait { until } => {
-                        assert!(until > now, "wait into the past");
-                        wait = Some(until);
-                        break;
-                    }
-                    Dispatch::Empty => break,
-                }
-            }
-            let next = [
-                disk.in_flight.front().map(|(t, _)| *t),
-                readers.iter().filter_map(|r| r.wake).min(),
-                wait,
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            match next {
-                Some(t) if t <= end => now = t,
-                _ => break,
-            }
-        }
-        self.now = end;
-        bfq.wf.debug_check();
-    }
+/// Go on until `end`, checked.
+fn go(run: &mut Run<Bfq>, end: Instant) {
+    run.run_until(end).unwrap_or_else(|v| panic!("{v}"));
+    run.finish().unwrap_or_else(|v| panic!("{v}"));
 }
 
-fn mean(d: &[Duration]) -> Duration {
-    Duration(d.iter().map(|d| d.nanos()).sum::<u64>() / d.len().max(1) as u64)
+fn sectors(run: &Run<Bfq>, task: u32) -> u64 {
+    run.stats(TaskId(task)).sectors()
 }
 
 #[test]
@@ -254,23 +109,15 @@ fn ioprio_levels_map_to_weights_as_the_kernel_does() {
 #[test]
 fn weights_share_bandwidth_on_a_disk_without_ncq() {
     // Levels 7 and 5: weights 10 and 30.
-    let mut bfq = Bfq::new(&Disk::hdd().limits);
-    let mut a = Reader::seq(1, 0);
+    let mut a = seq(1, 0);
     a.prio = IoPrio::be(7);
-    let mut b = Reader::seq(2, 1 << 24);
+    let mut b = seq(2, 1 << 24);
     b.prio = IoPrio::be(5);
-    let mut readers = [a, b];
-    run(
-        &mut bfq,
-        &mut Disk::hdd(),
-        &mut readers,
-        at(Duration::from_secs(20)),
-    );
-    let ratio = readers[1].sectors as f64 / readers[0].sectors as f64;
-    println!(
-        "weights 10:30 -> {} : {} sectors, ratio {ratio:.3}",
-        readers[0].sectors, readers[1].sectors
-    );
+    let bfq = Bfq::new(&hdd().limits);
+    let run = run(bfq, hdd(), vec![a, b], at(Duration::from_secs(20)));
+    let (a, b) = (sectors(&run, 1), sectors(&run, 2));
+    let ratio = b as f64 / a as f64;
+    println!("weights 10:30 -> {a} : {b} sectors, ratio {ratio:.3}");
     assert!((ratio / 3.0 - 1.0).abs() < 0.05, "ratio {ratio}");
 }
 
@@ -278,9 +125,9 @@ fn weights_share_bandwidth_on_a_disk_without_ncq() {
 fn budgets_follow_the_expiry_reason() {
     // Without raising, which pins budgets to twice the minimum.
     let t = TYPE.tunables([("low_latency", 0)]).unwrap();
-    let mut bfq = Bfq::from_tunables(&t, &Disk::hdd().limits);
-    let mut readers = [Reader::seq(1, 0), Reader::seq(2, 1 << 24)];
-    run(&mut bfq, &mut Disk::hdd(), &mut readers, at(ms(2_000)));
+    let bfq = Bfq::from_tunables(&t, &hdd().limits);
+    let mut run = run(bfq, hdd(), vec![seq(1, 0), seq(2, 1 << 24)], at(ms(2_000)));
+    let bfq = run.policy_mut();
     // Two greedy sequential readers exhaust their budgets: they grow to
     // the maximum budget.
     let max = bfq.max_budget();
@@ -294,17 +141,17 @@ fn budgets_follow_the_expiry_reason() {
     let q = bfq.sync_of[&TaskId(1)];
     let min = bfq.min_budget();
     let set = |bfq: &mut Bfq, b: u64| bfq.qm(q).max_budget = b;
-    set(&mut bfq, 4 * min);
+    set(bfq, 4 * min);
     bfq.recalc_budget(q, Expiration::BudgetExhausted);
     assert_eq!(bfq.q(q).max_budget, 16 * min);
     bfq.recalc_budget(q, Expiration::BudgetTimeout);
     assert_eq!(bfq.q(q).max_budget, 32 * min.min(max / 32));
-    set(&mut bfq, 10 * min);
+    set(bfq, 10 * min);
     let dispatched = bfq.q(q).dispatched;
     bfq.qm(q).dispatched = 0;
     bfq.recalc_budget(q, Expiration::TooIdle);
     assert_eq!(bfq.q(q).max_budget, 6 * min);
-    set(&mut bfq, 3 * min);
+    set(bfq, 3 * min);
     bfq.recalc_budget(q, Expiration::TooIdle);
     assert_eq!(bfq.q(q).max_budget, min);
     let e = bfq.q(q).entity;
@@ -319,14 +166,9 @@ fn budgets_follow_the_expiry_reason() {
 
 #[test]
 fn max_budget_is_tuned_from_the_peak_rate() {
-    let mut bfq = Bfq::new(&Disk::hdd().limits);
-    let mut readers = [Reader::seq(1, 0)];
-    run(
-        &mut bfq,
-        &mut Disk::hdd(),
-        &mut readers,
-        at(Duration::from_secs(10)),
-    );
+    let bfq = Bfq::new(&hdd().limits);
+    let run = run(bfq, hdd(), vec![seq(1, 0)], at(Duration::from_secs(10)));
+    let bfq = run.policy();
     // 256 sectors per 1.28 ms: 200000 sectors/s, 25000 sectors per 125 ms.
     let rate = bfq.peak_rate();
     println!(
@@ -346,15 +188,14 @@ fn seeky_queues_are_charged_time_and_cannot_drag_throughput_down() {
     // without NCQ: each is charged what it would have transferred at the
     // peak rate in the time it held the disk, so they share time, and the
     // sequential reader keeps most of the bandwidth.
-    let mut bfq = Bfq::new(&Disk::hdd().limits);
-    let mut readers = [Reader::seq(1, 0), Reader::random(2)];
-    run(
-        &mut bfq,
-        &mut Disk::hdd(),
-        &mut readers,
+    let bfq = Bfq::new(&hdd().limits);
+    let run = run(
+        bfq,
+        hdd(),
+        vec![seq(1, 0), random(2)],
         at(Duration::from_secs(20)),
     );
-    let (seq, rnd) = (readers[0].sectors, readers[1].sectors);
+    let (seq, rnd) = (sectors(&run, 1), sectors(&run, 2));
     println!("sequential {seq} sectors, random {rnd} sectors");
     assert!(seq > 20 * rnd, "seq {seq} rnd {rnd}");
 }
@@ -364,7 +205,7 @@ fn idling_on_a_rotational_disk_but_not_for_seeky_queues_on_ncq_flash() {
     // Sequential reader on an HDD without NCQ: after its request completes
     // BFQ waits for the next one instead of switching. (Without raising:
     // raised queues idle only to protect themselves from others.)
-    let limits = Disk::hdd().limits;
+    let limits = hdd().limits;
     let t = TYPE.tunables([("low_latency", 0)]).unwrap();
     let mut bfq = Bfq::from_tunables(&t, &limits);
     bfq.insert(Request::read(1, 1, 0, 8), at(ms(1)));
@@ -385,14 +226,10 @@ fn idling_on_a_rotational_disk_but_not_for_seeky_queues_on_ncq_flash() {
     assert_ne!(r.task, first);
 
     // Seeky equal-weight queues on NCQ flash: no idling once NCQ is seen.
-    let mut bfq = Bfq::new(&Disk::ssd().limits);
-    let mut readers: Vec<Reader> = (1..=8).map(Reader::random).collect();
-    run(
-        &mut bfq,
-        &mut Disk::ssd(),
-        &mut readers,
-        at(Duration::from_secs(2)),
-    );
+    let bfq = Bfq::new(&ssd().limits);
+    let readers: Vec<TaskScript> = (1..=8).map(random).collect();
+    let run = run(bfq, ssd(), readers, at(Duration::from_secs(2)));
+    let bfq = run.policy();
     assert_eq!(bfq.hw_tag(), Some(true));
     let q = bfq.sync_of[&TaskId(1)];
     assert!(bfq.q(q).seeky());
@@ -401,14 +238,11 @@ fn idling_on_a_rotational_disk_but_not_for_seeky_queues_on_ncq_flash() {
 
 #[test]
 fn a_new_queue_is_raised_and_loses_it_after_enough_service() {
-    let limits = Disk::hdd().limits;
-    let mut bfq = Bfq::new(&limits);
-    let mut readers = [Reader::seq(1, 0)];
-    let mut w = World::new(Disk::hdd());
-    w.run(&mut bfq, &mut readers, at(ms(50)));
+    let mut run = run(Bfq::new(&hdd().limits), hdd(), vec![seq(1, 0)], at(ms(50)));
     // Raised as interactive at creation; a greedy reader that empties its
     // queue between reads also passes for soft real-time (x3000) for
     // 300 ms periods inside the interactive one, as in the kernel.
+    let bfq = run.policy();
     let q = bfq.sync_of[&TaskId(1)];
     let coeff = bfq.q(q).wr_coeff;
     assert!(
@@ -421,32 +255,28 @@ fn a_new_queue_is_raised_and_loses_it_after_enough_service() {
         40 * u64::from(coeff)
     );
     // Reading on greedily, it ends raising after 120000 sectors.
-    w.run(&mut bfq, &mut readers, at(Duration::from_secs(3)));
-    println!(
-        "served {} sectors; raised since {raised_at:?}",
-        readers[0].sectors
-    );
-    assert!(readers[0].sectors > MAX_SERVICE_FROM_WR);
+    go(&mut run, at(Duration::from_secs(3)));
+    let served = sectors(&run, 1);
+    println!("served {served} sectors; raised since {raised_at:?}");
+    assert!(served > MAX_SERVICE_FROM_WR);
+    let bfq = run.policy();
     assert_eq!(bfq.wr_coeff(TaskId(1)), 1);
     assert_eq!(bfq.wf.es[bfq.q(q).entity as usize].weight, 40);
 }
 
 #[test]
 fn raising_expires_with_its_duration_and_restarts_after_long_idleness() {
-    let limits = Disk::hdd().limits;
-    let mut bfq = Bfq::new(&limits);
+    let limits = hdd().limits;
     // One small read every 100 ms: too slow to use up 120000 sectors.
-    let mut r = Reader::seq(1, 0);
-    r.size = 8;
-    r.think = ms(100);
-    let mut readers = [r];
-    let mut w = World::new(Disk::hdd());
-    w.run(&mut bfq, &mut readers, at(ms(500)));
-    assert!(bfq.wr_coeff(TaskId(1)) > 1);
-    let dur = bfq.wr_duration();
+    let phase = Phase::reads(u32::MAX, 8, Layout::Sequential).think(ms(100));
+    let reader = TaskScript::new(1, REGION, vec![phase]);
+    let mut run = run(Bfq::new(&limits), hdd(), vec![reader], at(ms(500)));
+    assert!(run.policy().wr_coeff(TaskId(1)) > 1);
+    let dur = run.policy().wr_duration();
     // Long after the duration the queue is no longer (interactively) raised;
     // arrivals 100 ms apart at 8 sectors qualify it as soft real-time.
-    w.run(&mut bfq, &mut readers, at(dur + Duration::from_secs(1)));
+    go(&mut run, at(dur + Duration::from_secs(1)));
+    let bfq = run.policy();
     let q = bfq.sync_of[&TaskId(1)];
     println!(
         "after {dur}: wr_coeff {} soft_rt {}",
@@ -458,35 +288,36 @@ fn raising_expires_with_its_duration_and_restarts_after_long_idleness() {
 
     // A greedy reader is not soft real-time: after its raising ends it
     // stays at weight 1x, and raising restarts after 2 s of idleness.
-    let mut bfq = Bfq::new(&limits);
-    let mut g = Reader::seq(7, 0);
-    g.burst = Some((3000, Duration::from_secs(3)));
-    let mut readers = [g];
-    let mut w = World::new(Disk::hdd());
-    w.run(&mut bfq, &mut readers, at(ms(3500)));
-    assert_eq!(bfq.wr_coeff(TaskId(7)), 1, "greedy reader lost raising");
+    let phases = vec![
+        Phase::reads(3000, 256, Layout::Sequential),
+        Phase::reads(u32::MAX, 256, Layout::Sequential).pause(Duration::from_secs(3)),
+    ];
+    let greedy = TaskScript::new(7, REGION, phases);
+    let mut run = start(Bfq::new(&limits), hdd(), vec![greedy]);
+    go(&mut run, at(ms(3500)));
+    let raised = |run: &Run<Bfq>| run.policy().wr_coeff(TaskId(7));
+    assert_eq!(raised(&run), 1, "greedy reader lost raising");
     // The burst of 3000 reads ends near 3.9 s, the task idles 3 s, then
     // reads again: raised anew.
-    w.run(&mut bfq, &mut readers, at(Duration::from_secs(5)));
-    let t_end = readers[0].latencies.len();
+    go(&mut run, at(Duration::from_secs(5)));
+    let t_end = run.stats(TaskId(7)).requests();
     assert_eq!(t_end, 3000);
-    w.run(&mut bfq, &mut readers, at(ms(7_000)));
-    assert!(readers[0].latencies.len() > t_end);
-    println!("after idling: wr_coeff {}", bfq.wr_coeff(TaskId(7)));
-    assert_eq!(bfq.wr_coeff(TaskId(7)), WR_COEFF);
+    go(&mut run, at(ms(7_000)));
+    assert!(run.stats(TaskId(7)).requests() > t_end);
+    println!("after idling: wr_coeff {}", raised(&run));
+    assert_eq!(raised(&run), WR_COEFF);
 }
 
 #[test]
 fn a_large_burst_of_new_queues_is_not_raised() {
-    let limits = Disk::hdd().limits;
-    let mut bfq = Bfq::new(&limits);
-    let mut readers: Vec<Reader> = (1..=10)
-        .map(|t| Reader::seq(t, u64::from(t) << 22))
+    let readers: Vec<TaskScript> = (1..=10)
+        .map(|t| TaskScript {
+            start: ms(10 * u64::from(t - 1)),
+            ..seq(t, u64::from(t) << 22)
+        })
         .collect();
-    for (i, r) in readers.iter_mut().enumerate() {
-        r.start = at(ms(10 * i as u64));
-    }
-    run(&mut bfq, &mut Disk::hdd(), &mut readers, at(ms(300)));
+    let run = run(Bfq::new(&hdd().limits), hdd(), readers, at(ms(300)));
+    let bfq = run.policy();
     let raised: Vec<u32> = (1..=10).map(|t| bfq.wr_coeff(TaskId(t))).collect();
     println!("wr_coeff per reader: {raised:?}");
     // The 8th queue makes the burst large: from then on none is raised.
@@ -496,25 +327,23 @@ fn a_large_burst_of_new_queues_is_not_raised() {
 
 #[test]
 fn an_interactive_task_gets_low_latency_against_sequential_readers() {
-    let limits = Disk::hdd().limits;
+    let limits = hdd().limits;
+    // From 3 s on, bursts of 20 random reads 3 s apart (an application
+    // starting, then used now and then).
+    let burst = |pause| Phase::reads(20, 8, Layout::Random { span: 1 << 28 }).pause(pause);
+    let mut phases = vec![burst(Duration::ZERO)];
+    phases.extend((0..8).map(|_| burst(Duration::from_secs(3))));
+    let app = TaskScript {
+        start: Duration::from_secs(3),
+        ..TaskScript::new(99, REGION, phases)
+    };
     let run_with = |low_latency: i64| {
         let t = TYPE.tunables([("low_latency", low_latency)]).unwrap();
-        let mut bfq = Bfq::from_tunables(&t, &limits);
-        let mut readers: Vec<Reader> = (1..=10)
-            .map(|t| Reader::seq(t, u64::from(t) << 24))
-            .collect();
-        let mut app = Reader::random(99);
-        app.start = Instant::ZERO + Duration::from_secs(3);
-        app.burst = Some((20, Duration::from_secs(3)));
-        readers.push(app);
-        run(
-            &mut bfq,
-            &mut Disk::hdd(),
-            &mut readers,
-            at(Duration::from_secs(15)),
-        );
-        let app = readers.last().expect("app");
-        mean(&app.latencies)
+        let bfq = Bfq::from_tunables(&t, &limits);
+        let mut tasks: Vec<TaskScript> = (1..=10).map(|t| seq(t, u64::from(t) << 24)).collect();
+        tasks.push(app.clone());
+        let run = run(bfq, hdd(), tasks, at(Duration::from_secs(15)));
+        run.stats(TaskId(99)).mean_latency()
     };
     let raised = run_with(1);
     let plain = run_with(0);
@@ -525,100 +354,87 @@ fn an_interactive_task_gets_low_latency_against_sequential_readers() {
 
 #[test]
 fn close_interleaved_readers_share_a_queue_and_split_when_seeky() {
-    let limits = Disk::hdd().limits;
-    let mut bfq = Bfq::new(&limits);
-    // Two tasks reading alternate 64-sector chunks of one file.
-    let mut now = at(ms(1));
-    let mut id = 0;
-    let mut pos = [0u64, 64];
-    let mut merged_seen = false;
-    // Each task keeps two reads queued (its read-ahead), so both queues
-    // are backlogged together, as the kernel's merge search requires.
-    let drain = |bfq: &mut Bfq, now: &mut Instant| loop {
-        match bfq.dispatch(*now) {
-            Dispatch::Request(r) => {
-                *now += Duration::from_micros(300);
-                bfq.complete(&r, *now);
-            }
-            Dispatch::Wait { until } => *now = until,
-            Dispatch::Empty => break,
-        }
+    // Two tasks reading alternate 64-sector chunks of one file, then both
+    // jumping around with 8-sector reads. Each keeps two reads queued (its
+    // read-ahead), so both queues are backlogged together, as the kernel's
+    // merge search requires. The disk serves any request in 300 us.
+    let interleaved = Phase::reads(40, 64, Layout::Strided { stride: 128 });
+    let seeky = Phase::reads(80, 8, Layout::Random { span: 1 << 28 }).pause(ms(1));
+    let reader = |task: u32, base: Sector| TaskScript {
+        outstanding: 2,
+        ..TaskScript::new(task, base, vec![interleaved.clone(), seeky.clone()])
     };
-    for _ in 0..20 {
-        for _ in 0..2 {
-            for (i, task) in [1u32, 2].into_iter().enumerate() {
-                id += 1;
-                bfq.insert(Request::read(id, task, pos[i], 64), now);
-                pos[i] += 128;
-            }
+    let device = DeviceSpec {
+        service: Service::Serial {
+            fixed: Duration::from_micros(300),
+            per_sector: Duration::ZERO,
+            seek: Duration::ZERO,
+        },
+        ..hdd()
+    };
+    let tasks = vec![reader(1, REGION), reader(2, REGION + 64)];
+    let mut run = start(Bfq::new(&hdd().limits), device, tasks);
+    let mut merged_seen = false;
+    let done = |run: &Run<Bfq>, task: u32| run.stats(TaskId(task)).requests();
+    let mut t = Instant::ZERO;
+    while done(&run, 1) < 120 || done(&run, 2) < 120 {
+        assert!(t < at(Duration::from_secs(10)), "readers stuck");
+        t += Duration::from_micros(100);
+        run.run_until(t).unwrap_or_else(|v| panic!("{v}"));
+        let bfq = run.policy();
+        if bfq.is_merged(TaskId(1)) && bfq.is_merged(TaskId(2)) {
+            assert_eq!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)]);
+            merged_seen = true;
         }
-        drain(&mut bfq, &mut now);
-        merged_seen |= bfq.is_merged(TaskId(1)) && bfq.is_merged(TaskId(2));
-        now += Duration::from_micros(100);
     }
     assert!(merged_seen, "interleaved readers were not merged");
-    assert_eq!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)]);
-    // Now both jump around: the shared queue turns seeky and splits.
-    let mut x = 12345u64;
-    for _ in 0..80 {
-        for task in [1u32, 2] {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            id += 1;
-            bfq.insert(Request::read(id, task, (x >> 20) % (1 << 28), 8), now);
-        }
-        drain(&mut bfq, &mut now);
-    }
+    // The shared queue turned seeky and split.
+    let bfq = run.policy();
     assert_ne!(
         bfq.sync_of[&TaskId(1)],
         bfq.sync_of[&TaskId(2)],
         "not split"
     );
-    bfq.wf.debug_check();
+    run.run_to_end().unwrap_or_else(|v| panic!("{v}"));
+    run.finish().unwrap_or_else(|v| panic!("{v}"));
 }
 
 #[test]
 fn groups_share_by_weight() {
-    let limits = Disk::hdd().limits;
-    let mut bfq = Bfq::new(&limits);
+    let mut bfq = Bfq::new(&hdd().limits);
     bfq.set_group(GroupId(1), GroupId::ROOT, 100);
     bfq.set_group(GroupId(2), GroupId::ROOT, 300);
     // Two readers in group 1, one in group 2: the lone reader gets 3/4.
-    let mut readers: Vec<Reader> = (1..=3)
-        .map(|t| Reader::seq(t, u64::from(t) << 24))
+    let readers: Vec<TaskScript> = [1, 1, 2]
+        .into_iter()
+        .zip(1..)
+        .map(|(group, t)| TaskScript {
+            group: GroupId(group),
+            ..seq(t, u64::from(t) << 24)
+        })
         .collect();
-    readers[0].group = GroupId(1);
-    readers[1].group = GroupId(1);
-    readers[2].group = GroupId(2);
-    run(
-        &mut bfq,
-        &mut Disk::hdd(),
-        &mut readers,
-        at(Duration::from_secs(20)),
-    );
-    let total: u64 = readers.iter().map(|r| r.sectors).sum();
-    let share = readers[2].sectors as f64 / total as f64;
+    let run = run(bfq, hdd(), readers, at(Duration::from_secs(20)));
+    let total: u64 = (1..=3).map(|t| sectors(&run, t)).sum();
+    let share = sectors(&run, 3) as f64 / total as f64;
     println!("group weights 100:300 -> share of group 2 {share:.3}");
     assert!((share - 0.75).abs() < 0.03, "{share}");
-    assert_eq!(bfq.group_weight(GroupId(2)), 300);
+    assert_eq!(run.policy().group_weight(GroupId(2)), 300);
 }
 
 #[test]
 fn the_idle_class_is_served_only_after_its_timeout() {
-    let limits = Disk::hdd().limits;
-    let mut bfq = Bfq::new(&limits);
-    let be = Reader::seq(1, 0);
-    let mut idle = Reader::seq(2, 1 << 24);
-    idle.prio = IoPrio::idle();
-    let mut readers = [be, idle];
-    run(
-        &mut bfq,
-        &mut Disk::hdd(),
-        &mut readers,
+    let idle = TaskScript {
+        prio: IoPrio::idle(),
+        ..seq(2, 1 << 24)
+    };
+    let bfq = Bfq::new(&hdd().limits);
+    let run = run(
+        bfq,
+        hdd(),
+        vec![seq(1, 0), idle],
         at(Duration::from_secs(5)),
     );
-    let (b, i) = (readers[0].sectors, readers[1].sectors);
+    let (b, i) = (sectors(&run, 1), sectors(&run, 2));
     println!("best-effort {b} sectors, idle class {i} sectors");
     assert!(i > 0, "the idle class starved");
     assert!(b > 50 * i, "be {b} idle {i}");
@@ -626,7 +442,7 @@ fn the_idle_class_is_served_only_after_its_timeout() {
 
 #[test]
 fn strict_guarantees_keeps_one_request_in_the_device() {
-    let limits = Disk::ssd().limits;
+    let limits = ssd().limits;
     let t = TYPE
         .tunables([("strict_guarantees", 1), ("slice_idle", 0)])
         .unwrap();
@@ -641,24 +457,17 @@ fn strict_guarantees_keeps_one_request_in_the_device() {
 
 #[test]
 fn weights_share_bandwidth_on_ncq_flash() {
-    let mut bfq = Bfq::new(&Disk::ssd().limits);
-    let mut a = Reader::seq(1, 0);
+    let mut a = seq(1, 0);
     a.prio = IoPrio::be(7);
-    let mut b = Reader::seq(2, 1 << 24);
+    let mut b = seq(2, 1 << 24);
     b.prio = IoPrio::be(5);
-    let mut readers = [a, b];
-    run(
-        &mut bfq,
-        &mut Disk::ssd(),
-        &mut readers,
-        at(Duration::from_secs(10)),
-    );
-    let ratio = readers[1].sectors as f64 / readers[0].sectors as f64;
+    let bfq = Bfq::new(&ssd().limits);
+    let run = run(bfq, ssd(), vec![a, b], at(Duration::from_secs(10)));
+    let (a, b) = (sectors(&run, 1), sectors(&run, 2));
+    let ratio = b as f64 / a as f64;
     println!(
-        "ssd weights 10:30 -> {} : {} sectors, ratio {ratio:.3}, hw_tag {:?}",
-        readers[0].sectors,
-        readers[1].sectors,
-        bfq.hw_tag()
+        "ssd weights 10:30 -> {a} : {b} sectors, ratio {ratio:.3}, hw_tag {:?}",
+        run.policy().hw_tag()
     );
     assert!((ratio / 3.0 - 1.0).abs() < 0.05, "ratio {ratio}");
 }
@@ -669,7 +478,7 @@ fn a_group_tree_configures_the_hierarchy() {
     let a = tree.add("a", GroupId::ROOT, 300, Default::default());
     let b = tree.add("b", a, 50, Default::default());
     let t = TYPE.tunables([("low_latency", 0)]).unwrap();
-    let mut bfq = Bfq::from_tunables(&t, &Disk::hdd().limits);
+    let mut bfq = Bfq::from_tunables(&t, &hdd().limits);
     bfq.set_groups(&tree);
     assert_eq!(bfq.group_weight(a), 300);
     assert_eq!(bfq.group_weight(b), 50);
@@ -677,16 +486,18 @@ fn a_group_tree_configures_the_hierarchy() {
     let eb = bfq.wf.sds[sb as usize].entity;
     assert_eq!(bfq.wf.es[eb as usize].parent, sa);
     // A reader in the nested group is scheduled through both levels.
-    let mut r = Reader::seq(1, 0);
-    r.group = b;
-    let mut readers = [r, Reader::seq(2, 1 << 24)];
-    run(
-        &mut bfq,
-        &mut Disk::hdd(),
-        &mut readers,
+    let nested = TaskScript {
+        group: b,
+        ..seq(1, 0)
+    };
+    let run = run(
+        bfq,
+        hdd(),
+        vec![nested, seq(2, 1 << 24)],
         at(Duration::from_secs(5)),
     );
-    let share = readers[0].sectors as f64 / (readers[0].sectors + readers[1].sectors) as f64;
+    let (n, r) = (sectors(&run, 1), sectors(&run, 2));
+    let share = n as f64 / (n + r) as f64;
     println!("group a (300) vs root queue (40): share {share:.3}");
     assert!((share / (300.0 / 340.0) - 1.0).abs() < 0.03, "{share}");
 }
@@ -762,7 +573,7 @@ fn serve(bfq: &mut Bfq, rq: Request, mut now: Instant) -> (Request, Instant) {
 }
 
 fn flash_limits() -> QueueLimits {
-    Disk::ssd().limits
+    ssd().limits
 }
 
 /// Task 1 reads; task 2, which thinks for 20 ms between its reads, reads
@@ -839,7 +650,7 @@ fn queues_created_close_together_are_stably_merged() {
     assert_ne!(bfq.sync_of[&TaskId(1)], bfq.sync_of[&TaskId(2)]);
 
     // Without NCQ: scheduled, then done on a request 600 ms on.
-    let mut bfq = Bfq::from_tunables(&v61, &Disk::hdd().limits);
+    let mut bfq = Bfq::from_tunables(&v61, &hdd().limits);
     let mut t = ms(0);
     for _ in 0..80 {
         // Seeky readers: far apart each time.
