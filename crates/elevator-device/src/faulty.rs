@@ -9,7 +9,12 @@
 //!   with [`IoError::Io`] (a media error found while reading or writing);
 //! - **timeout** (`timeout_rate`): the device never answers; after
 //!   `timeout` (the SCSI `sd` default, 30 s) the request completes with
-//!   [`IoError::Timeout`]. It holds its command slot all the while;
+//!   [`IoError::Timeout`]. It holds its command slot all the while, and
+//!   after: the inner model has no abort, so a request it is still
+//!   servicing when its timeout fires keeps its slot until the model
+//!   finishes it (nor does the kernel reuse a timed-out command's tag
+//!   before its error handler has aborted it: Documentation/scsi/
+//!   scsi_eh.rst, "Completing a scmd w/ timeout");
 //! - **stall** (`stall_rate`): the request completes successfully, `stall`
 //!   later than the model says (a drive's internal retry or a firmware
 //!   housekeeping pause).
@@ -18,8 +23,10 @@
 //! each `eio_at` time fails with EIO, and each `stall_at` time delays the
 //! first completion at or after it by `stall`.
 //!
-//! Invariant: every submitted request completes exactly once (with or
-//! without an error); a held request counts as in flight.
+//! Invariants: every submitted request completes exactly once (with or
+//! without an error); `in_flight` counts every request that is held or
+//! that the inner device still holds, each once, so the engine never
+//! submits to a full inner device.
 
 use crate::{Device, DeviceStats};
 use elevator_core::{Duration, Instant, IoError, Prng, QueueLimits, Request, RequestId};
@@ -100,6 +107,8 @@ enum Fate {
     Ok,
     Eio,
     Timeout,
+    /// Timed out and completed, while the inner device still services it.
+    Abandoned,
     Stall,
 }
 
@@ -123,8 +132,11 @@ pub struct Faulty {
     /// until their release time: (release, sequence, id, status).
     held: Vec<(Instant, u64, RequestId, Option<IoError>)>,
     seq: u64,
-    /// Timed-out requests the inner device still holds (they are in `held`
-    /// too; `in_flight` counts them once).
+    /// Timed-out requests both in `held` and still inside the inner device
+    /// (fate `Timeout`): `in_flight` counts them once. Once one leaves
+    /// either place it no longer counts here: released, it is `Abandoned`
+    /// and counted by the inner device alone; finished inside, by `held`
+    /// alone.
     timed_out_inside: usize,
     next_eio: usize,
     next_stall: usize,
@@ -174,11 +186,16 @@ impl Faulty {
             // inner device finished it.
             let at = now;
             let mut fate = self.fates.remove(&id).unwrap_or(Fate::Ok);
-            if fate == Fate::Timeout {
-                // Already held since submission; the inner completion of a
+            match fate {
+                // Held since submission; the inner completion of a
                 // timed-out command is lost.
-                self.timed_out_inside -= 1;
-                continue;
+                Fate::Timeout => {
+                    self.timed_out_inside -= 1;
+                    continue;
+                }
+                // Already completed with its timeout; the slot is free now.
+                Fate::Abandoned => continue,
+                Fate::Ok | Fate::Eio | Fate::Stall => {}
             }
             if fate == Fate::Ok
                 && self
@@ -209,7 +226,7 @@ impl Faulty {
                     self.stats.stalls += 1;
                     (at + self.spec.stall, None)
                 }
-                Fate::Ok | Fate::Timeout => (at, None),
+                Fate::Ok | Fate::Timeout | Fate::Abandoned => (at, None),
             };
             self.hold(release, id, status);
         }
@@ -265,16 +282,195 @@ impl Device for Faulty {
             .min_by_key(|(_, h)| (h.0, h.1))
             .map(|(i, _)| i)?;
         let (_, _, id, status) = self.held.swap_remove(due);
+        if let Some(fate) = self.fates.get_mut(&id) {
+            if *fate == Fate::Timeout {
+                // Its timeout fired before the inner device finished it: it
+                // keeps its slot there until it does (collected and dropped).
+                *fate = Fate::Abandoned;
+                self.timed_out_inside -= 1;
+            }
+        }
         Some((id, status))
     }
 
     fn in_flight(&self) -> usize {
-        // Timed-out requests are counted by the inner device until it
-        // finishes them, and in `held` from submission; count them once.
+        // A timed-out request is counted by the inner device until it
+        // finishes it, and in `held` until its timeout fires; while in
+        // both, `timed_out_inside` counts it, so it is counted once.
         self.inner.in_flight() + self.held.len() - self.timed_out_inside
     }
 
     fn stats(&self) -> DeviceStats {
         self.inner.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FaultSpec, Faulty};
+    use crate::{Device, DeviceStats};
+    use elevator_core::{Duration, Instant, IoError, Prng, QueueLimits, Request, RequestId};
+    use std::collections::BTreeSet;
+
+    /// Serves every request in parallel for as many milliseconds as its
+    /// sector number says, and refuses (panics) a request beyond its depth,
+    /// as `Hdd::submit` does with debug assertions.
+    #[derive(Debug)]
+    struct Slots {
+        depth: usize,
+        busy: Vec<(Instant, RequestId)>,
+    }
+
+    impl Device for Slots {
+        fn name(&self) -> &str {
+            "slots"
+        }
+        fn limits(&self) -> QueueLimits {
+            QueueLimits {
+                queue_depth: self.depth as u32,
+                ..QueueLimits::default()
+            }
+        }
+        fn submit(&mut self, request: &Request, now: Instant) {
+            assert!(
+                self.busy.len() < self.depth,
+                "{:?} submitted to a full device",
+                request.id
+            );
+            self.busy
+                .push((now + Duration::from_millis(request.sector), request.id));
+        }
+        fn next_completion(&self) -> Option<Instant> {
+            self.busy.iter().map(|b| b.0).min()
+        }
+        fn complete(&mut self, now: Instant) -> Option<RequestId> {
+            let i = (0..self.busy.len())
+                .filter(|&i| self.busy[i].0 <= now)
+                .min_by_key(|&i| self.busy[i])?;
+            Some(self.busy.swap_remove(i).1)
+        }
+        fn in_flight(&self) -> usize {
+            self.busy.len()
+        }
+        fn stats(&self) -> DeviceStats {
+            DeviceStats::default()
+        }
+    }
+
+    fn faulty(depth: usize, spec: FaultSpec) -> Faulty {
+        let inner = Slots {
+            depth,
+            busy: Vec::new(),
+        };
+        Faulty::new(Box::new(inner), spec, 1)
+    }
+
+    /// Every request times out after 10 ms (a rate of one, beyond what
+    /// `validate` lets a scenario ask, to leave nothing to the draw).
+    fn all_time_out() -> FaultSpec {
+        FaultSpec {
+            timeout_rate: 1.0,
+            timeout: Duration::from_millis(10),
+            ..FaultSpec::default()
+        }
+    }
+
+    fn at_ms(ms: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn a_request_that_times_out_keeps_its_slot_until_the_inner_device_finishes_it() {
+        let mut dev = faulty(1, all_time_out());
+        // Serviced for 100 ms; its timeout fires at 10 ms.
+        dev.submit(&Request::read(1, 0, 100, 8), Instant::ZERO);
+        assert_eq!(dev.in_flight(), 1);
+        assert_eq!(dev.next_completion(), Some(at_ms(10)));
+        assert_eq!(
+            dev.complete_status(at_ms(10)),
+            Some((RequestId(1), Some(IoError::Timeout)))
+        );
+        assert_eq!(dev.complete_status(at_ms(10)), None);
+        // The engine got its error, but the drive is still busy with it.
+        assert_eq!(dev.in_flight(), 1);
+        assert_eq!(dev.next_completion(), Some(at_ms(100)));
+        // Its late inner completion is dropped, and only then is the slot free.
+        assert_eq!(dev.complete_status(at_ms(100)), None);
+        assert_eq!(dev.in_flight(), 0);
+        assert_eq!(dev.next_completion(), None);
+        dev.submit(&Request::read(2, 0, 1, 8), at_ms(100));
+        assert_eq!(dev.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_timed_out_request_the_device_finished_early_holds_its_slot_until_its_timeout() {
+        let mut dev = faulty(1, all_time_out());
+        dev.submit(&Request::read(1, 0, 1, 8), Instant::ZERO);
+        assert_eq!(dev.next_completion(), Some(at_ms(1)));
+        // The inner completion is lost; the request waits for its timeout.
+        assert_eq!(dev.complete_status(at_ms(1)), None);
+        assert_eq!(dev.in_flight(), 1);
+        assert_eq!(dev.next_completion(), Some(at_ms(10)));
+        assert_eq!(
+            dev.complete_status(at_ms(10)),
+            Some((RequestId(1), Some(IoError::Timeout)))
+        );
+        assert_eq!(dev.in_flight(), 0);
+        assert_eq!(dev.next_completion(), None);
+    }
+
+    /// The engine's loop (submit while `in_flight` is below the depth, then
+    /// collect at `next_completion`) over every fate, timeouts both shorter
+    /// and longer than the service: the inner device is never overfilled
+    /// and every request completes exactly once.
+    #[test]
+    fn an_engine_loop_never_overfills_the_inner_device_and_completes_each_request_once() {
+        let spec = FaultSpec {
+            eio_rate: 0.1,
+            timeout_rate: 0.3,
+            stall_rate: 0.2,
+            timeout: Duration::from_millis(20),
+            stall: Duration::from_millis(30),
+            eio_at: vec![at_ms(500)],
+            stall_at: vec![at_ms(900)],
+        };
+        let depth = 4;
+        let mut dev = faulty(depth, spec);
+        let mut services = Prng::new(852);
+        let total = 2_000;
+        let (mut next_id, mut now) = (0, Instant::ZERO);
+        let mut done = BTreeSet::new();
+        let (mut timeouts, mut abandoned) = (0, 0);
+        let mut timed_out_late = BTreeSet::new();
+        while done.len() < total {
+            while next_id < total as u64 && dev.in_flight() < depth {
+                // 1..=50 ms, so that some outlast the 20 ms timeout.
+                let ms = 1 + services.below(50);
+                next_id += 1;
+                if ms > 20 {
+                    timed_out_late.insert(RequestId(next_id));
+                }
+                dev.submit(&Request::read(next_id, 0, ms, 8), now);
+            }
+            now = dev
+                .next_completion()
+                .expect("requests in flight have a completion");
+            while let Some((id, status)) = dev.complete_status(now) {
+                assert!(done.insert(id), "{id:?} completed twice");
+                if status == Some(IoError::Timeout) {
+                    timeouts += 1;
+                    abandoned += usize::from(timed_out_late.contains(&id));
+                }
+            }
+            assert!(dev.in_flight() <= depth);
+        }
+        assert_eq!(dev.in_flight(), 0);
+        assert_eq!(dev.next_completion(), None);
+        assert_eq!(dev.stats.timeouts, timeouts);
+        // Both timeout orders happened, so the test covers what it claims.
+        assert!(
+            abandoned > 0 && abandoned < timeouts as usize,
+            "{abandoned} of {timeouts}"
+        );
     }
 }
