@@ -135,3 +135,58 @@ fn a_faults_table_is_checked_with_file_line_and_key() {
         assert!(e.contains(key), "{bad}: {e}");
     }
 }
+
+/// Swarm seed 852: commands time out while an NCQ disk still holds them
+/// (31 queued random reads take longer than the 50 ms timeout). The engine
+/// got the timeouts back and, before `Faulty` counted the abandoned commands
+/// as still in flight, filled the drive past its queue depth (the model's
+/// debug assertion). Reads only, so no write cache hides the queue.
+const TIMEOUTS_ON_A_FULL_QUEUE: &str = r#"
+name = "timeouts-ncq"
+description = "random readers keep an NCQ disk full while commands time out"
+device = "hdd-2009-ncq"
+schedulers = ["noop", "cfq-2003"]
+seed = 852
+time_limit = "3s"
+
+[result]
+name = "aggregate"
+unit = "MB/s"
+metric = "aggregate_mb_s"
+
+[faults]
+timeout_rate = 0.05
+timeout = "50ms"
+
+[[job]]
+name = "deep"
+rw = "randread"
+bs = "16k"
+region = "2g"
+iodepth = 48
+runtime = "2s"
+
+[[job]]
+name = "shallow"
+rw = "randread"
+bs = "4k"
+region = "1g"
+offset = "3g"
+iodepth = 4
+runtime = "2s"
+"#;
+
+#[test]
+fn commands_that_time_out_inside_a_full_ncq_disk_keep_their_slots() {
+    let scenario = Scenario::parse("timeouts-ncq.toml", TIMEOUTS_ON_A_FULL_QUEUE).expect("parses");
+    let options = RunOptions {
+        check: true,
+        ..RunOptions::default()
+    };
+    let report = run(&scenario, &options, &mut |_| {}).expect("runs");
+    assert_eq!(report.runs.len(), 2);
+    for r in &report.runs {
+        let errors: u64 = r.jobs.iter().map(|j| j.errors).sum();
+        assert!(errors > 0, "{}: no command timed out", r.scheduler);
+    }
+}
