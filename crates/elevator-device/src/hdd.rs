@@ -64,7 +64,8 @@
 //! * **Stale data**: a buffered write first settles what the idle
 //!   read-ahead brought in, then invalidates the read segments it overlaps:
 //!   cut at its first sector, or (`write_empties_segment`, DiskSim's
-//!   `disk_buffer_set_segment`) emptied.
+//!   `disk_buffer_set_segment`) emptied; a write into the read-ahead's
+//!   own segment stops the read-ahead.
 //!
 //! Simplifications: the SPTF key treats a read of dirty data as a miss (it is still served
 //! from the buffer); a flush waits for everything dirty, not only for what
@@ -89,9 +90,10 @@
 //! command is queued, a host command is being served and its completion
 //! is scheduled; write data never reaches the media before it has crossed
 //! the bus; buffered plus incoming data stays within the write buffer
-//! (except one oversized write into an otherwise empty buffer); every
-//! submitted request is scheduled for completion exactly once; no
-//! allocation after construction.
+//! (except one oversized write into an otherwise empty buffer); a running
+//! read-ahead's segment ends where the stream is (`settle_readahead`
+//! asserts it); every submitted request is scheduled for completion
+//! exactly once; no allocation after construction.
 
 pub(crate) mod cache;
 pub(crate) mod geometry;
@@ -425,6 +427,7 @@ impl Hdd {
     /// heads along, and forget it once the segment is full.
     fn settle_readahead(&mut self, t: Instant) {
         let Some(ra) = self.readahead else { return };
+        debug_assert_eq!(self.segments.get(ra.segment).end, ra.origin, "{ra:?}");
         if t < ra.origin_at {
             return;
         }
@@ -737,13 +740,14 @@ impl Hdd {
         self.bus_free = ready;
         let watch = self.readahead.map(|ra| ra.segment);
         if self.segments.invalidate(start, end, watch) {
-            if self.p.write_empties_segment {
-                // Its segment is gone: the stream must not refill it.
-                self.readahead = None;
-            } else if let Some(ra) = &mut self.readahead {
-                // The stream must not refill the stale range.
-                ra.limit = ra.limit.min(start.max(ra.origin));
-            }
+            // The write overlaps what the stream has read into its segment
+            // (which ends where the stream is), so the segment now ends
+            // before the stream, cut at the write or emptied: the stream
+            // stops, as for any other write (module docs). Kept running, it
+            // would pass the stale range off as read (a read there was
+            // served as a hit, and `job.end - ra.origin` underflowed: swarm
+            // seeds 2843 and 2992) and refill it as it went on.
+            self.readahead = None;
         }
         if end > start {
             debug_assert!(self.incoming.len() < self.incoming.capacity());
@@ -1051,6 +1055,38 @@ mod tests {
         assert!(hit(probe(false, 50)));
         assert!(!hit(probe(true, 200)));
         assert!(!hit(probe(true, 50)));
+    }
+
+    #[test]
+    fn a_write_into_the_running_read_ahead_stops_it() {
+        // The write arrives 0.5 ms after the read, while the read-ahead is
+        // still streaming (about 70 sectors a millisecond here) and has
+        // passed the written sectors; the segment is cut at the write. A
+        // read just past the written sectors, which the stream had read
+        // before the write, must not be served from the segment: the
+        // stream stops instead of refilling the cut range on its next
+        // settle. (Kept running, it did, and a read there arriving before
+        // the stream's next sector was taken as a hit on the stream and
+        // underflowed `job.end - ra.origin`: swarm seeds 2843 and 2992.)
+        let mut dev = profile("ide-2003", |t| t);
+        let base = 2_000_000;
+        let streaming = elevator_core::Duration::from_micros(500);
+        let t = serve(dev.as_mut(), &req(1, Op::Read, base, 8), Instant::ZERO) + streaming;
+        let t = serve(dev.as_mut(), &req(2, Op::Write, base + 10, 8), t);
+        let done = serve(dev.as_mut(), &req(3, Op::Read, base + 20, 8), t);
+        // A hit costs the hit overhead and the bus (0.14 ms); a miss at
+        // least the 0.3 ms miss overhead.
+        let took = done.since(t).as_millis_f64();
+        assert!(
+            took > 0.3,
+            "read of the cut range served from the buffer in {took} ms"
+        );
+        // Before the written sectors the segment still serves (once the
+        // write is on the media: a hit waits for the piece in progress).
+        let t = done + elevator_core::Duration::from_secs(1);
+        let before = serve(dev.as_mut(), &req(4, Op::Read, base + 2, 4), t);
+        let took = before.since(t).as_millis_f64();
+        assert!(took < 0.2, "read before the cut missed: {took} ms");
     }
 
     #[test]

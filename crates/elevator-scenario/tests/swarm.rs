@@ -49,3 +49,44 @@ fn a_seed_generates_the_same_scenario() {
     assert_eq!(swarm::generate(42).text, swarm::generate(42).text);
     assert_ne!(swarm::generate(42).text, swarm::generate(43).text);
 }
+
+/// Seeds that once failed, with the policy and device they drew. The unit
+/// tests at the faulty component hold each bug; these replay the scenarios
+/// that found them, and say so when the generator no longer draws them.
+#[test]
+fn seeds_that_once_failed_pass_the_checker() {
+    for (seed, policy, device, bug) in [
+        (
+            852,
+            "cfq-2003",
+            "hdd-2009-ncq",
+            "Faulty freed a timed-out command's slot early",
+        ),
+        (
+            2843,
+            "kyber",
+            "hdd-2009-ncq",
+            "a write into the read-ahead's segment",
+        ),
+        (
+            2992,
+            "bfq",
+            "hdd-2009-ncq",
+            "a write into the read-ahead's segment",
+        ),
+    ] {
+        let outcome = swarm::run_one(seed);
+        let drawn = (
+            outcome.generated.policy.as_str(),
+            outcome.generated.device.as_str(),
+        );
+        assert_eq!(
+            drawn,
+            (policy, device),
+            "seed {seed} draws another scenario now"
+        );
+        if let Some(f) = outcome.failure {
+            panic!("seed {seed} ({bug}): {f}\n{}", outcome.generated.text);
+        }
+    }
+}
