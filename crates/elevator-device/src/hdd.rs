@@ -743,8 +743,8 @@ impl Hdd {
             // The write overlaps what the stream has read into its segment
             // (which ends where the stream is), so the segment now ends
             // before the stream, cut at the write or emptied: the stream
-            // stops, as for any other write (module docs). Kept running, it
-            // would pass the stale range off as read (a read there was
+            // stops, as it does when a write takes the heads. Kept running,
+            // it would pass the stale range off as read (a read there was
             // served as a hit, and `job.end - ra.origin` underflowed: swarm
             // seeds 2843 and 2992) and refill it as it went on.
             self.readahead = None;
@@ -1060,14 +1060,14 @@ mod tests {
     #[test]
     fn a_write_into_the_running_read_ahead_stops_it() {
         // The write arrives 0.5 ms after the read, while the read-ahead is
-        // still streaming (about 70 sectors a millisecond here) and has
-        // passed the written sectors; the segment is cut at the write. A
-        // read just past the written sectors, which the stream had read
-        // before the write, must not be served from the segment: the
-        // stream stops instead of refilling the cut range on its next
-        // settle. (Kept running, it did, and a read there arriving before
-        // the stream's next sector was taken as a hit on the stream and
-        // underflowed `job.end - ra.origin`: swarm seeds 2843 and 2992.)
+        // still streaming (some 50 sectors past the read by then, past the
+        // written ones); the segment is cut at the write. A read just past
+        // the written sectors, which the stream had read before the write,
+        // must not be served from the segment: the stream stops instead of
+        // refilling the cut range on its next settle. (Kept running, it
+        // did, and a read there arriving before the stream's next sector
+        // was taken as a hit on the stream and underflowed
+        // `job.end - ra.origin`: swarm seeds 2843 and 2992.)
         let mut dev = profile("ide-2003", |t| t);
         let base = 2_000_000;
         let streaming = elevator_core::Duration::from_micros(500);
