@@ -856,9 +856,10 @@ impl Engine {
     }
 
     /// Free the slots of requests a layer handed its policy in `dispatch`
-    /// that merged there (`Scheduler::take_freed_slot`; writeback
-    /// throttling releases held writes so). Sleepers are woken at the next
-    /// completion, as after any freed slot outside one.
+    /// or `complete` that merged there (`Scheduler::take_freed_slot`; the
+    /// group layers and writeback throttling release held requests so).
+    /// Sleepers are woken at the next completion, as after any freed slot
+    /// outside one.
     fn free_late_merges(&mut self) {
         while let Some(slot) = self.sched.take_freed_slot() {
             let dir = list_of_op(slot.op, slot.sync, self.config.sync_lists);
@@ -887,6 +888,8 @@ impl Engine {
             ))
         };
         self.sched.complete(&request, self.now);
+        // io.latency lets held requests in at a completion.
+        self.free_late_merges();
         if self.trace.is_some() {
             self.trace_line('C', &request, "");
         }
