@@ -529,13 +529,25 @@ impl Engine {
     /// The checker's end-of-run checks: starvation always; nothing lost
     /// when the run drained or nothing more could happen (a run that ends
     /// when its measured jobs finish may leave background work queued).
+    /// A run that drained with every submitted request completed holds no
+    /// slot: one still allocated leaked (a merge the engine never heard
+    /// of, see `Scheduler::take_freed_slot`).
     fn finish_check(&mut self, exhausted: bool) -> CheckReport {
         let drained = exhausted || self.parts.is_empty();
         let result = self.sched.finish(Duration::ZERO, self.now, drained);
-        match result {
+        let report = match result {
             Ok(report) => report,
             Err(v) => unreachable!("a panicking checker returned {v}"),
+        };
+        if self.parts.is_empty() && self.allocated != [0, 0] {
+            self.bug(format_args!(
+                "every request completed but {:?} slots (reads or sync, writes or async) are \
+                 still allocated: {} leaked them",
+                self.allocated,
+                self.sched.name()
+            ));
         }
+        report
     }
 
     /// Call the workload, then act on what it asked for.

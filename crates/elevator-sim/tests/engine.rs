@@ -854,7 +854,11 @@ fn layer_frees_the_slots_of_late_merges(
     assert_eq!((s.completed, w.done.len()), (2000, 2000), "{name}");
     assert_eq!(e.slots_allocated(), [0, 0], "{name}: slots leaked");
     // Merges happened (or the test proves nothing).
-    assert!(s.device.requests < 2000, "{name}: {} requests", s.device.requests);
+    assert!(
+        s.device.requests < 2000,
+        "{name}: {} requests",
+        s.device.requests
+    );
 }
 
 /// Two groups of weights 100 and 300 under iocost on a rotational disk

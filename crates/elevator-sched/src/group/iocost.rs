@@ -64,11 +64,11 @@
 //! request is charged only when its cost fits under it); `inuse <= active`
 //! and each parent's child sums equal its active children's weights.
 
-use super::LateInsert;
 use super::iocost_params::{
     vrate_of_ppm, Lcoefs, ModelSpec, Profile, Qos, QosSpec, VRATE_MIN_PPM, VTIME_PER_NSEC,
     VTIME_PER_USEC,
 };
+use super::LateInsert;
 use crate::{Dispatch, Scheduler};
 use elevator_core::{
     Duration, GroupId, GroupTree, Instant, Op, QueueLimits, Request, RequestId, TaskId,
