@@ -62,7 +62,9 @@
 //! policy exactly once; only the request being inserted and, in
 //! `dispatch`, the ready ones are handed over; a group's vtime never passes device vtime (a
 //! request is charged only when its cost fits under it); `inuse <= active`
-//! and each parent's child sums equal its active children's weights.
+//! and each parent's child sums equal its active children's weights; a
+//! ready request that merges when handed over in `dispatch` gives its
+//! block-layer slot back (`group::LateInsert`).
 
 use super::iocost_params::{
     vrate_of_ppm, Lcoefs, ModelSpec, Profile, Qos, QosSpec, VRATE_MIN_PPM, VTIME_PER_NSEC,

@@ -22,7 +22,9 @@
 //! Invariants: a group never has more requests allocated (held by the
 //! inner policy or on the device) than its current depth, except the ones
 //! it had when the depth fell; every inserted request reaches the inner
-//! policy exactly once.
+//! policy exactly once, and a held one let in (in `dispatch` or at a
+//! completion) that merges there gives its block-layer slot back
+//! (`group::LateInsert`).
 
 use super::LateInsert;
 use crate::{Dispatch, Scheduler};

@@ -28,7 +28,9 @@
 //! Invariants: every inserted request is either held here or handed to the
 //! inner policy, exactly once; over any window of length `W` a group lets
 //! through at most `limit × (W + throtl_slice)` (one slice of burst, the
-//! credit a fresh slice starts with); the kernel's rounding allows two.
+//! credit a fresh slice starts with); the kernel's rounding allows two. A
+//! held request let through in `dispatch` that merges in the inner policy
+//! gives its block-layer slot back (`group::LateInsert`).
 
 use super::LateInsert;
 use crate::{Dispatch, Scheduler};
