@@ -129,6 +129,18 @@ pub fn parse(source_name: &str, text: &str) -> Result<Box<dyn Device>, ProfileEr
     }
 }
 
+/// The disk model of an `hdd` profile itself, for the model's unit tests
+/// that look at its state.
+#[cfg(test)]
+pub(crate) fn parse_hdd(source_name: &str, text: &str) -> Result<Hdd, ProfileError> {
+    let ctx = Ctx {
+        file: source_name,
+        text,
+    };
+    let f: HddFile = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
+    Ok(Hdd::new(f.validate(&ctx, source_name.to_string())?))
+}
+
 /// Why a profile could not be loaded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -12,6 +12,14 @@
 //!   device's `max_sectors`;
 //! - **counts**: `queued()` never exceeds the ids inserted and not yet
 //!   dispatched, is zero exactly when they are, and `has_work()` agrees;
+//! - **slots**: after every call, the block-layer slots the caller holds,
+//!   counted as the simulator counts them (one per insert, less the fall
+//!   of `queued()` across it, one back per completion and per
+//!   [`Scheduler::take_freed_slot`]), equal `queued()` plus the requests on
+//!   the device. A request that leaves `queued()` by a merge outside
+//!   `insert` (a layer letting a held request into its policy, which
+//!   merges it) without reporting its slot breaks it: the slot would stay
+//!   allocated forever, and a full list would stall its submitters;
 //! - **time**: a `Dispatch::Wait` points into the future; `Empty` is never
 //!   the answer while requests are queued and the device is idle (nothing
 //!   would ever ask again); a policy that keeps the device idle with
@@ -32,9 +40,10 @@
 //! violation instead ([`OnViolation::Record`]) so that proptest can shrink
 //! the case. A disabled `Checked` passes every call straight through.
 
-use crate::{Dispatch, Scheduler};
+use crate::{Dispatch, FreedSlot, Scheduler};
 use elevator_core::{Duration, GroupTree, Instant, Op, QueueLimits, Request, RequestId, TaskId};
 use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::fmt;
 
 /// A broken promise, with enough context to find it again.
@@ -148,6 +157,11 @@ pub struct Checked<S: Scheduler + ?Sized = dyn Scheduler> {
     /// Dispatched and not yet completed: id → (parts, dispatch time).
     in_flight: FxHashMap<RequestId, (usize, Instant)>,
     undispatched: u64,
+    /// The caller's slots for requests queued or on the device (see the
+    /// module docs), and the slots the policy freed after a call, taken
+    /// from it at once and kept until the caller takes them.
+    slots: usize,
+    freed: VecDeque<FreedSlot>,
     worst: Option<Worst>,
     last_progress: Instant,
     idle_waits: u32,
@@ -172,6 +186,8 @@ impl<S: Scheduler + ?Sized> Checked<S> {
             parts: FxHashMap::default(),
             in_flight: FxHashMap::default(),
             undispatched: 0,
+            slots: 0,
+            freed: VecDeque::new(),
             worst: None,
             last_progress: Instant::ZERO,
             idle_waits: 0,
@@ -359,6 +375,7 @@ impl<S: Scheduler + ?Sized> Checked<S> {
     /// The checks of a call that changed what is queued.
     fn after_call(&mut self, now: Instant) {
         self.check_counts(now);
+        self.check_slots(now);
         if self.active() {
             if let Err(message) = self.inner.check_invariants() {
                 self.fail(now, format!("check_invariants: {message}"));
@@ -398,6 +415,38 @@ impl<S: Scheduler + ?Sized> Checked<S> {
             );
         }
         self.report.max_queued = self.report.max_queued.max(queued);
+    }
+
+    /// Take the slots the policy freed in the call just made, and check
+    /// that the caller's slots are those of the requests queued and on the
+    /// device.
+    fn check_slots(&mut self, now: Instant) {
+        if !self.active() {
+            return;
+        }
+        while let Some(slot) = self.inner.take_freed_slot() {
+            let Some(slots) = self.slots.checked_sub(1) else {
+                let message = format!(
+                    "freed a slot of a merged {:?} request with none held",
+                    slot.op
+                );
+                return self.fail(now, message);
+            };
+            self.slots = slots;
+            self.freed.push_back(slot);
+        }
+        let queued = self.inner.queued();
+        let held = queued + self.in_flight.len();
+        if self.slots != held {
+            let message = format!(
+                "slots: {} allocated (inserts less merges in them, completions and freed \
+                 slots) but {queued} queued and {} on the device; a request that merged \
+                 outside insert must give its slot back through take_freed_slot",
+                self.slots,
+                self.in_flight.len()
+            );
+            self.fail(now, message);
+        }
     }
 
     /// Up to ten inserted requests that were never dispatched.
@@ -627,7 +676,18 @@ impl<S: Scheduler + ?Sized> Scheduler for Checked<S> {
             return self.inner.insert(request, now);
         }
         self.on_insert(&request, now);
+        let before = self.inner.queued();
         self.inner.insert(request, now);
+        // The engine's count: a slot, less the fall of `queued()` (a merge
+        // takes none; coalescing two queued requests frees one).
+        let after = self.inner.queued();
+        match (self.slots + after).checked_sub(before) {
+            Some(slots) => self.slots = slots,
+            None => {
+                let message = format!("insert left {after} queued of {before}");
+                self.fail(now, message);
+            }
+        }
         self.after_call(now);
     }
 
@@ -648,6 +708,7 @@ impl<S: Scheduler + ?Sized> Scheduler for Checked<S> {
     fn complete(&mut self, request: &Request, now: Instant) {
         if self.active() {
             self.on_complete(request, now);
+            self.slots = self.slots.saturating_sub(1);
         }
         self.inner.complete(request, now);
         self.after_call(now);
@@ -661,8 +722,10 @@ impl<S: Scheduler + ?Sized> Scheduler for Checked<S> {
         self.inner.would_merge(request)
     }
 
-    fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
-        self.inner.take_freed_slot()
+    fn take_freed_slot(&mut self) -> Option<FreedSlot> {
+        self.freed
+            .pop_front()
+            .or_else(|| self.inner.take_freed_slot())
     }
 
     fn has_work(&self) -> bool {

@@ -56,8 +56,9 @@ pub enum MayQueue {
 }
 
 /// A block-layer slot freed by a merge the engine did not see: a layer
-/// (writeback throttling) handed a held request to its policy in
-/// `dispatch`, and the policy merged it into a queued one. The kernel frees
+/// (io.max, io.latency, io.cost, writeback throttling) handed a held
+/// request to its policy in `dispatch` or `complete`, and the policy merged
+/// it into a queued one. The kernel frees
 /// such a request at once (`blk_mq_free_request` after
 /// `elv_attempt_insert_merge`); the engine frees a slot of the list `op`
 /// and `sync` name.
@@ -97,7 +98,9 @@ pub trait Scheduler: Send + std::fmt::Debug {
     }
 
     /// A slot freed by a merge outside [`Scheduler::insert`], if any (see
-    /// [`FreedSlot`]); the engine asks after every `dispatch` until `None`.
+    /// [`FreedSlot`]); the engine asks after every `dispatch` and
+    /// `complete` until `None`, and the checker ([`check::Checked`])
+    /// fails a slot left owed at the next call.
     /// The engine counts slots by the change of [`Scheduler::queued`]
     /// across `insert`, so a request that merges later would keep its slot
     /// forever. Default: none, as a policy merges only in `insert`.

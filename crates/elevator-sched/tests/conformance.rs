@@ -17,7 +17,7 @@
 
 use elevator_core::{Duration, Instant};
 use elevator_sched::harness::strategy;
-use elevator_sched::harness::toys::{Fifo, Flaw, ReadsFirst};
+use elevator_sched::harness::toys::{Fifo, Flaw, LateMerger, ReadsFirst};
 use elevator_sched::harness::{run, Case, Options, RunReport};
 use elevator_sched::{registry, Scheduler, SchedulerType};
 use proptest::strategy::{Strategy, ValueTree};
@@ -202,4 +202,30 @@ fn the_suite_catches_a_wait_in_the_past_empty_with_work_a_wrong_count_and_a_brok
 fn the_suite_catches_a_policy_that_idles_forever() {
     let message = expect_failure(|_| Box::new(Fifo::new(Flaw::Stalls)), 64);
     assert!(message.contains("liveness"), "{message}");
+}
+
+#[test]
+fn the_suite_catches_a_layer_that_leaks_the_slots_of_late_merges() {
+    let message = expect_failure(
+        |case| Box::new(LateMerger::new(&case.device.limits, false)),
+        64,
+    );
+    assert!(message.contains("slots:"), "{message}");
+}
+
+#[test]
+fn late_merges_that_give_their_slots_back_conform() {
+    let mut runner = strategy::runner(64);
+    let merged = std::cell::Cell::new(0);
+    runner
+        .run(&strategy::case(), |case| {
+            let toy = Box::new(LateMerger::new(&case.device.limits, true));
+            let report = run(toy, &case, &Options::default())
+                .map_err(|v| TestCaseError::fail(v.to_string()))?;
+            merged.set(merged.get() + report.merged_ids);
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Late merges happened (or the test proves nothing).
+    assert!(merged.get() > 0, "no late merge in 64 cases");
 }

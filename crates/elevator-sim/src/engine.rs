@@ -529,13 +529,25 @@ impl Engine {
     /// The checker's end-of-run checks: starvation always; nothing lost
     /// when the run drained or nothing more could happen (a run that ends
     /// when its measured jobs finish may leave background work queued).
+    /// A run that drained with every submitted request completed holds no
+    /// slot: one still allocated leaked (a merge the engine never heard
+    /// of, see `Scheduler::take_freed_slot`).
     fn finish_check(&mut self, exhausted: bool) -> CheckReport {
         let drained = exhausted || self.parts.is_empty();
         let result = self.sched.finish(Duration::ZERO, self.now, drained);
-        match result {
+        let report = match result {
             Ok(report) => report,
             Err(v) => unreachable!("a panicking checker returned {v}"),
+        };
+        if self.parts.is_empty() && self.allocated != [0, 0] {
+            self.bug(format_args!(
+                "every request completed but {:?} slots (reads or sync, writes or async) are \
+                 still allocated: {} leaked them",
+                self.allocated,
+                self.sched.name()
+            ));
         }
+        report
     }
 
     /// Call the workload, then act on what it asked for.
@@ -856,9 +868,10 @@ impl Engine {
     }
 
     /// Free the slots of requests a layer handed its policy in `dispatch`
-    /// that merged there (`Scheduler::take_freed_slot`; writeback
-    /// throttling releases held writes so). Sleepers are woken at the next
-    /// completion, as after any freed slot outside one.
+    /// or `complete` that merged there (`Scheduler::take_freed_slot`; the
+    /// group layers and writeback throttling release held requests so).
+    /// Sleepers are woken at the next completion, as after any freed slot
+    /// outside one.
     fn free_late_merges(&mut self) {
         while let Some(slot) = self.sched.take_freed_slot() {
             let dir = list_of_op(slot.op, slot.sync, self.config.sync_lists);
@@ -887,6 +900,8 @@ impl Engine {
             ))
         };
         self.sched.complete(&request, self.now);
+        // io.latency lets held requests in at a completion.
+        self.free_late_merges();
         if self.trace.is_some() {
             self.trace_line('C', &request, "");
         }

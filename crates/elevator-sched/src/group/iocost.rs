@@ -62,12 +62,15 @@
 //! policy exactly once; only the request being inserted and, in
 //! `dispatch`, the ready ones are handed over; a group's vtime never passes device vtime (a
 //! request is charged only when its cost fits under it); `inuse <= active`
-//! and each parent's child sums equal its active children's weights.
+//! and each parent's child sums equal its active children's weights; a
+//! ready request that merges when handed over in `dispatch` gives its
+//! block-layer slot back (`group::LateInsert`).
 
 use super::iocost_params::{
     vrate_of_ppm, Lcoefs, ModelSpec, Profile, Qos, QosSpec, VRATE_MIN_PPM, VTIME_PER_NSEC,
     VTIME_PER_USEC,
 };
+use super::LateInsert;
 use crate::{Dispatch, Scheduler};
 use elevator_core::{
     Duration, GroupId, GroupTree, Instant, Op, QueueLimits, Request, RequestId, TaskId,
@@ -181,6 +184,8 @@ pub struct IoCost {
     /// could merge there and free a slot the engine would charge to the
     /// inserted request's direction.
     ready: VecDeque<Request>,
+    /// Slots of ready requests that merged in the inner policy.
+    late: LateInsert,
     released: FxHashMap<RequestId, Released>,
     nr_met: [u64; 2],
     nr_missed: [u64; 2],
@@ -259,6 +264,7 @@ impl IoCost {
             groups,
             held: 0,
             ready: VecDeque::new(),
+            late: LateInsert::default(),
             released: FxHashMap::default(),
             nr_met: [0; 2],
             nr_missed: [0; 2],
@@ -769,7 +775,7 @@ impl Scheduler for IoCost {
         self.catch_up(now);
         let wake = self.next_wake(now);
         while let Some(r) = self.ready.pop_front() {
-            self.inner.insert(r, now);
+            self.late.insert(&mut *self.inner, r, now);
         }
         match self.inner.dispatch(now) {
             Dispatch::Request(r) => {
@@ -848,7 +854,7 @@ impl Scheduler for IoCost {
     }
 
     fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
-        self.inner.take_freed_slot()
+        self.late.take(&mut *self.inner)
     }
 
     fn task_exited(&mut self, task: TaskId, now: Instant) {

@@ -22,8 +22,11 @@
 //! Invariants: a group never has more requests allocated (held by the
 //! inner policy or on the device) than its current depth, except the ones
 //! it had when the depth fell; every inserted request reaches the inner
-//! policy exactly once.
+//! policy exactly once, and a held one let in (in `dispatch` or at a
+//! completion) that merges there gives its block-layer slot back
+//! (`group::LateInsert`).
 
+use super::LateInsert;
 use crate::{Dispatch, Scheduler};
 use elevator_core::{Duration, GroupId, GroupTree, Instant, QueueLimits, Request, TaskId};
 use std::collections::VecDeque;
@@ -72,6 +75,8 @@ pub struct LatencyLimiter {
     groups: Vec<GroupState>,
     scales: Vec<Scale>,
     held_count: usize,
+    /// Slots of released requests that merged in the inner policy.
+    late: LateInsert,
 }
 
 impl LatencyLimiter {
@@ -98,6 +103,7 @@ impl LatencyLimiter {
             qd,
             groups,
             held_count: 0,
+            late: LateInsert::default(),
         }
     }
 
@@ -208,7 +214,7 @@ impl LatencyLimiter {
                 let r = self.groups[g].held.pop_front().expect("non-empty");
                 self.held_count -= 1;
                 self.groups[g].allocated += 1;
-                self.inner.insert(r, now);
+                self.late.insert(&mut *self.inner, r, now);
             }
         }
     }
@@ -272,7 +278,7 @@ impl Scheduler for LatencyLimiter {
     }
 
     fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
-        self.inner.take_freed_slot()
+        self.late.take(&mut *self.inner)
     }
 
     fn task_exited(&mut self, task: TaskId, now: Instant) {

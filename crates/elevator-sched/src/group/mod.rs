@@ -19,3 +19,52 @@ pub mod iocost_params;
 pub mod latency;
 pub mod throttle;
 pub mod wbt;
+
+use crate::{FreedSlot, Scheduler};
+use elevator_core::{Instant, Request};
+use std::collections::VecDeque;
+
+/// The slots a layer owes the block layer for requests it let out late.
+///
+/// A layer that holds a request and hands it to its policy outside
+/// [`Scheduler::insert`] (in `dispatch`, or at a completion) hides a merge
+/// from the engine, which counts slots by the change of `queued()` across
+/// `insert`: the request held a slot while the layer held it, and if the
+/// policy merges it into a queued request, that slot is free (the kernel
+/// frees a request that merges at insertion, `blk_mq_free_request` after
+/// `elv_attempt_insert_merge`). Every layer that lets requests out late
+/// does so through [`LateInsert::insert`] and answers
+/// [`Scheduler::take_freed_slot`] with [`LateInsert::take`].
+///
+/// Invariant: after each call, the layer's `queued()` plus the slots owed
+/// here is what it was before, less the requests dispatched.
+#[derive(Debug, Default)]
+pub(crate) struct LateInsert {
+    freed: VecDeque<FreedSlot>,
+}
+
+impl LateInsert {
+    /// Hand the held `request` to `inner`; if it merged there, owe its
+    /// slot, and one more for each queued request it joined to it (a
+    /// request that fills the gap between two coalesces them). Merged
+    /// requests share op and sync flag (`MergeRule::compatible`), so every
+    /// slot freed is of `request`'s list.
+    pub(crate) fn insert(&mut self, inner: &mut dyn Scheduler, request: Request, now: Instant) {
+        let slot = FreedSlot {
+            op: request.op,
+            sync: request.sync,
+        };
+        let before = inner.queued();
+        inner.insert(request, now);
+        let after = inner.queued();
+        for _ in after..=before {
+            self.freed.push_back(slot);
+        }
+    }
+
+    /// The next slot owed: this layer's first, then those of the layers
+    /// and policy inside it.
+    pub(crate) fn take(&mut self, inner: &mut dyn Scheduler) -> Option<FreedSlot> {
+        self.freed.pop_front().or_else(|| inner.take_freed_slot())
+    }
+}

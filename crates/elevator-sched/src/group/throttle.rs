@@ -28,8 +28,11 @@
 //! Invariants: every inserted request is either held here or handed to the
 //! inner policy, exactly once; over any window of length `W` a group lets
 //! through at most `limit × (W + throtl_slice)` (one slice of burst, the
-//! credit a fresh slice starts with); the kernel's rounding allows two.
+//! credit a fresh slice starts with); the kernel's rounding allows two. A
+//! held request let through in `dispatch` that merges in the inner policy
+//! gives its block-layer slot back (`group::LateInsert`).
 
+use super::LateInsert;
 use crate::{Dispatch, Scheduler};
 use elevator_core::{Duration, GroupId, GroupTree, Instant, Op, Request, TaskId};
 use std::collections::VecDeque;
@@ -87,6 +90,8 @@ pub struct Throttle {
     /// Requests held in each group's subtree, per direction.
     held_below: Vec<[usize; 2]>,
     held_count: usize,
+    /// Slots of released requests that merged in the inner policy.
+    late: LateInsert,
 }
 
 impl Throttle {
@@ -120,6 +125,7 @@ impl Throttle {
             held: (0..n).map(|_| [VecDeque::new(), VecDeque::new()]).collect(),
             held_below: vec![[0, 0]; n],
             held_count: 0,
+            late: LateInsert::default(),
         }
     }
 
@@ -255,7 +261,7 @@ impl Throttle {
                         let request = self.held[g][dir].pop_front().expect("head");
                         self.unhold(GroupId(g as u32), dir);
                         self.charge(GroupId(g as u32), dir, bytes, now);
-                        self.inner.insert(request, now);
+                        self.late.insert(&mut *self.inner, request, now);
                         progress = true;
                     }
                 }
@@ -343,7 +349,7 @@ impl Scheduler for Throttle {
     }
 
     fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
-        self.inner.take_freed_slot()
+        self.late.take(&mut *self.inner)
     }
 
     fn task_exited(&mut self, task: TaskId, now: Instant) {

@@ -96,6 +96,7 @@
 //! due; `1 <= max_depth`, and `wb_normal`, `wb_background` are what
 //! `calc_wb_limits` gives for `max_depth`.
 
+use super::LateInsert;
 use crate::{Dispatch, FreedSlot, Scheduler};
 use elevator_core::{Duration, GroupTree, Instant, Op, QueueLimits, Request, RequestId, TaskId};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -329,7 +330,8 @@ pub struct Wbt {
     woken: bool,
     /// When each read on the device was dispatched.
     issued: FxHashMap<RequestId, Instant>,
-    freed: VecDeque<FreedSlot>,
+    /// Slots of held writes that merged in the inner policy when let out.
+    late: LateInsert,
     /// Windows judged, by verdict, and steps taken (for tests and reports).
     verdicts: [u64; 4],
     reason: Option<&'static str>,
@@ -361,7 +363,7 @@ impl Wbt {
             held: VecDeque::new(),
             woken: false,
             issued: FxHashMap::default(),
-            freed: VecDeque::new(),
+            late: LateInsert::default(),
             verdicts: [0; 4],
             reason: None,
         };
@@ -541,22 +543,20 @@ impl Wbt {
             self.arm(now);
         }
         self.inflight += 1;
-        let (id, op, sync) = (request.id, request.op, request.sync);
+        let id = request.id;
         let before = self.inner.queued();
-        self.inner.insert(request, now);
-        let after = self.inner.queued();
-        if after > before {
+        if from_held {
+            // A merge frees the held write's slot (and one more if it
+            // joined two queued requests into one).
+            self.late.insert(&mut *self.inner, request, now);
+        } else {
+            self.inner.insert(request, now);
+        }
+        if self.inner.queued() > before {
             self.tracked.insert(id);
             return;
         }
         self.done();
-        if from_held {
-            // The merged write's slot, and one more if it joined two
-            // queued requests into one.
-            for _ in after..=before {
-                self.freed.push_back(FreedSlot { op, sync });
-            }
-        }
     }
 
     /// Woken waiters take tokens in order until one does not fit.
@@ -668,9 +668,7 @@ impl Scheduler for Wbt {
     }
 
     fn take_freed_slot(&mut self) -> Option<FreedSlot> {
-        self.freed
-            .pop_front()
-            .or_else(|| self.inner.take_freed_slot())
+        self.late.take(&mut *self.inner)
     }
 
     fn task_exited(&mut self, task: TaskId, now: Instant) {

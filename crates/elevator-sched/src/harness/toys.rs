@@ -3,7 +3,7 @@
 //! nothing.
 
 use crate::policy::deadline::Deadline;
-use crate::{Dispatch, Scheduler};
+use crate::{Dispatch, FreedSlot, MergeRule, Scheduler};
 use elevator_core::{Duration, Instant, Op, QueueLimits, Request};
 use std::collections::VecDeque;
 
@@ -172,5 +172,86 @@ impl Scheduler for Fifo {
             ));
         }
         Ok(())
+    }
+}
+
+/// A layer and its policy in one: each request is held until the next
+/// `dispatch`, then handed to a FIFO that back-merges it into a queued
+/// request it continues (same op, sync flag and group, within
+/// `max_sectors`), as io.max or iocost in front of noop does. With
+/// `gives_slots_back` the slot of a request so merged is reported through
+/// [`Scheduler::take_freed_slot`] and the toy conforms; without, the slot
+/// leaks and the checker's slot count catches it.
+#[derive(Debug)]
+pub struct LateMerger {
+    gives_slots_back: bool,
+    rule: MergeRule,
+    held: VecDeque<Request>,
+    queue: VecDeque<Request>,
+    freed: VecDeque<FreedSlot>,
+}
+
+impl LateMerger {
+    pub fn new(limits: &QueueLimits, gives_slots_back: bool) -> Self {
+        LateMerger {
+            gives_slots_back,
+            rule: MergeRule {
+                max_sectors: limits.max_sectors,
+                front_merges: false,
+                same_task: false,
+            },
+            held: VecDeque::new(),
+            queue: VecDeque::new(),
+            freed: VecDeque::new(),
+        }
+    }
+}
+
+impl Scheduler for LateMerger {
+    fn name(&self) -> &'static str {
+        if self.gives_slots_back {
+            "toy-late-merger"
+        } else {
+            "toy-late-merger-leaks-slots"
+        }
+    }
+    fn insert(&mut self, request: Request, _now: Instant) {
+        self.held.push_back(request);
+    }
+    fn dispatch(&mut self, _now: Instant) -> Dispatch {
+        while let Some(r) = self.held.pop_front() {
+            let rule = self.rule;
+            let survivor = self
+                .queue
+                .iter_mut()
+                .find(|q| q.end() == r.sector && rule.compatible(q, &r));
+            match survivor {
+                Some(q) => {
+                    q.sectors += r.sectors;
+                    q.merged.extend(r.ids());
+                    if self.gives_slots_back {
+                        self.freed.push_back(FreedSlot {
+                            op: r.op,
+                            sync: r.sync,
+                        });
+                    }
+                }
+                None => self.queue.push_back(r),
+            }
+        }
+        match self.queue.pop_front() {
+            Some(r) => Dispatch::Request(r),
+            None => Dispatch::Empty,
+        }
+    }
+    fn complete(&mut self, _request: &Request, _now: Instant) {}
+    fn queued(&self) -> usize {
+        self.held.len() + self.queue.len()
+    }
+    fn take_freed_slot(&mut self) -> Option<FreedSlot> {
+        self.freed.pop_front()
+    }
+    fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
+        Some(service.mul(max_queued as u64 + 1))
     }
 }
