@@ -72,9 +72,7 @@ use super::iocost_params::{
 };
 use super::LateInsert;
 use crate::{Dispatch, Scheduler};
-use elevator_core::{
-    Duration, GroupId, GroupTree, Instant, Op, QueueLimits, Request, RequestId, TaskId,
-};
+use elevator_core::{Duration, GroupId, GroupTree, Instant, Op, QueueLimits, Request, RequestId};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
@@ -853,21 +851,7 @@ impl Scheduler for IoCost {
         self.inner.queued() + self.held + self.ready.len()
     }
 
-    fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
-        self.late.take(&mut *self.inner)
-    }
-
-    fn task_exited(&mut self, task: TaskId, now: Instant) {
-        self.inner.task_exited(task, now);
-    }
-
-    fn set_groups(&mut self, groups: &GroupTree) {
-        self.inner.set_groups(groups);
-    }
-
-    fn may_queue(&mut self, request: &Request, now: Instant) -> crate::MayQueue {
-        self.inner.may_queue(request, now)
-    }
+    forward_to_inner!();
 
     /// The inner policy's bound plus the longest a request can be held
     /// here: every request queued ahead of it in its group (at most
@@ -956,7 +940,7 @@ mod tests {
     use crate::harness::{
         Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
     };
-    use elevator_core::IoMax;
+    use elevator_core::{IoMax, TaskId};
 
     fn limits() -> QueueLimits {
         QueueLimits {

@@ -28,7 +28,7 @@
 
 use super::LateInsert;
 use crate::{Dispatch, Scheduler};
-use elevator_core::{Duration, GroupId, GroupTree, Instant, QueueLimits, Request, TaskId};
+use elevator_core::{Duration, GroupId, GroupTree, Instant, QueueLimits, Request};
 use std::collections::VecDeque;
 
 /// A miss scales siblings down at most this often (the kernel's 500 ms).
@@ -277,21 +277,7 @@ impl Scheduler for LatencyLimiter {
         self.inner.queued() + self.held_count
     }
 
-    fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
-        self.late.take(&mut *self.inner)
-    }
-
-    fn task_exited(&mut self, task: TaskId, now: Instant) {
-        self.inner.task_exited(task, now);
-    }
-
-    fn set_groups(&mut self, groups: &GroupTree) {
-        self.inner.set_groups(groups);
-    }
-
-    fn may_queue(&mut self, request: &Request, now: Instant) -> crate::MayQueue {
-        self.inner.may_queue(request, now)
-    }
+    forward_to_inner!();
 
     fn check_invariants(&self) -> Result<(), String> {
         self.inner.check_invariants()

@@ -14,6 +14,32 @@
 //! Proportional weights otherwise live inside the policies that honour
 //! them (CFQ, BFQ), since only a policy decides who goes next.
 
+/// The `Scheduler` methods a layer passes straight to its inner policy,
+/// and the slots of held requests that merged when let out (its `late`).
+macro_rules! forward_to_inner {
+    () => {
+        fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
+            self.late.take(&mut *self.inner)
+        }
+
+        fn task_exited(&mut self, task: elevator_core::TaskId, now: elevator_core::Instant) {
+            self.inner.task_exited(task, now);
+        }
+
+        fn set_groups(&mut self, groups: &elevator_core::GroupTree) {
+            self.inner.set_groups(groups);
+        }
+
+        fn may_queue(
+            &mut self,
+            request: &elevator_core::Request,
+            now: elevator_core::Instant,
+        ) -> crate::MayQueue {
+            self.inner.may_queue(request, now)
+        }
+    };
+}
+
 pub mod iocost;
 pub mod iocost_params;
 pub mod latency;

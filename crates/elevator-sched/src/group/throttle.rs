@@ -34,7 +34,7 @@
 
 use super::LateInsert;
 use crate::{Dispatch, Scheduler};
-use elevator_core::{Duration, GroupId, GroupTree, Instant, Op, Request, TaskId};
+use elevator_core::{Duration, GroupId, GroupTree, Instant, Op, Request};
 use std::collections::VecDeque;
 
 /// `throtl_slice`: 100 ms (HZ/10; 20 ms on SSDs from 4.10 until 2025, when
@@ -348,21 +348,7 @@ impl Scheduler for Throttle {
         self.inner.queued() + self.held_count
     }
 
-    fn take_freed_slot(&mut self) -> Option<crate::FreedSlot> {
-        self.late.take(&mut *self.inner)
-    }
-
-    fn task_exited(&mut self, task: TaskId, now: Instant) {
-        self.inner.task_exited(task, now);
-    }
-
-    fn set_groups(&mut self, groups: &GroupTree) {
-        self.inner.set_groups(groups);
-    }
-
-    fn may_queue(&mut self, request: &Request, now: Instant) -> crate::MayQueue {
-        self.inner.may_queue(request, now)
-    }
+    forward_to_inner!();
 
     fn check_invariants(&self) -> Result<(), String> {
         self.inner.check_invariants()

@@ -97,8 +97,8 @@
 //! `calc_wb_limits` gives for `max_depth`.
 
 use super::LateInsert;
-use crate::{Dispatch, FreedSlot, Scheduler};
-use elevator_core::{Duration, GroupTree, Instant, Op, QueueLimits, Request, RequestId, TaskId};
+use crate::{Dispatch, Scheduler};
+use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::VecDeque;
 
@@ -667,21 +667,7 @@ impl Scheduler for Wbt {
         self.inner.would_merge(request)
     }
 
-    fn take_freed_slot(&mut self) -> Option<FreedSlot> {
-        self.late.take(&mut *self.inner)
-    }
-
-    fn task_exited(&mut self, task: TaskId, now: Instant) {
-        self.inner.task_exited(task, now);
-    }
-
-    fn set_groups(&mut self, groups: &GroupTree) {
-        self.inner.set_groups(groups);
-    }
-
-    fn may_queue(&mut self, request: &Request, now: Instant) -> crate::MayQueue {
-        self.inner.may_queue(request, now)
-    }
+    forward_to_inner!();
 
     /// The inner policy's bound for each write ahead of a held one, and
     /// for the held one: at most `max_queued` requests wait ahead of it,
@@ -735,6 +721,7 @@ impl Scheduler for Wbt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::FreedSlot;
 
     const MS: Duration = Duration::from_millis(1);
 
