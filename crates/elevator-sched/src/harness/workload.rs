@@ -30,6 +30,26 @@ pub struct Case {
     pub device: DeviceSpec,
 }
 
+impl Case {
+    /// `tasks` on a device that serves one request after another, each in
+    /// `fixed` whatever its size or place (`Service::Serial` without
+    /// per-sector or seek cost), with `limits`.
+    pub fn serial(tasks: Vec<TaskScript>, limits: QueueLimits, fixed: Duration) -> Self {
+        Case {
+            workload: Workload { tasks },
+            device: DeviceSpec {
+                limits,
+                service: Service::Serial {
+                    fixed,
+                    per_sector: Duration::ZERO,
+                    seek: Duration::ZERO,
+                },
+                seed: 1,
+            },
+        }
+    }
+}
+
 /// The tasks of a case.
 #[derive(Clone, Debug)]
 pub struct Workload {

@@ -1293,8 +1293,7 @@ mod tests {
     #[test]
     fn read_batch_expires_and_a_write_batch_follows() {
         use crate::harness::{
-            Case, DeviceSpec, Layout, OpKind, OpMix, Options, Phase, Run, Service, TaskScript,
-            Workload, REGION,
+            Case, Layout, OpKind, OpMix, Options, Phase, Run, TaskScript, REGION,
         };
         // Two busy readers far apart keep a read in the system the whole
         // time (each the moment its last one completed); one async write
@@ -1308,20 +1307,11 @@ mod tests {
             ..Phase::reads(1, 8, Layout::Sequential)
         };
         let writer = TaskScript::new(9, REGION + 50_000_000, vec![write]);
-        let case = Case {
-            workload: Workload {
-                tasks: vec![writer, reader(1), reader(2)],
-            },
-            device: DeviceSpec {
-                limits: QueueLimits::default(),
-                service: Service::Serial {
-                    fixed: Duration::from_millis(5),
-                    per_sector: Duration::ZERO,
-                    seek: Duration::ZERO,
-                },
-                seed: 1,
-            },
-        };
+        let case = Case::serial(
+            vec![writer, reader(1), reader(2)],
+            QueueLimits::default(),
+            Duration::from_millis(5),
+        );
         let mut run = Run::new(Box::new(new_as()), &case, &Options::default());
         run.run_until(at(2000)).unwrap_or_else(|v| panic!("{v}"));
         run.finish().unwrap_or_else(|v| panic!("{v}"));

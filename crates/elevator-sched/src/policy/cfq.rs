@@ -2211,9 +2211,7 @@ mod tests {
 
     #[test]
     fn detects_command_queueing_from_the_depth_it_sees() {
-        use crate::harness::{
-            Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
-        };
+        use crate::harness::{Case, Layout, Options, Phase, Run, TaskScript, REGION};
         // A reader keeping 10 requests in the system, 1000 sectors apart,
         // on a 32-deep driver completing one a millisecond: CFQ sees a
         // depth of 10, never the 32 the limits allow.
@@ -2226,20 +2224,7 @@ mod tests {
             outstanding: 10,
             ..TaskScript::new(1, REGION, vec![reads])
         };
-        let case = Case {
-            workload: Workload {
-                tasks: vec![reader],
-            },
-            device: DeviceSpec {
-                limits,
-                service: Service::Serial {
-                    fixed: Duration::from_millis(1),
-                    per_sector: Duration::ZERO,
-                    seek: Duration::ZERO,
-                },
-                seed: 1,
-            },
-        };
+        let case = Case::serial(vec![reader], limits, Duration::from_millis(1));
         let mut run = Run::new(Box::new(Cfq::new(&limits)), &case, &Options::default());
         // Undecided while the first requests go out.
         run.run_until(Instant::ZERO).unwrap();
@@ -2273,9 +2258,7 @@ mod tests {
         service: Duration,
         end: Instant,
     ) -> Vec<u64> {
-        use crate::harness::{
-            Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
-        };
+        use crate::harness::{Case, Layout, Options, Phase, Run, TaskScript, REGION};
         let tasks = (0..prios.len() as u32)
             .map(|i| {
                 // 8 M sectors apart: 17 readers fit the default 80 GB.
@@ -2288,18 +2271,7 @@ mod tests {
                 }
             })
             .collect();
-        let case = Case {
-            workload: Workload { tasks },
-            device: DeviceSpec {
-                limits: QueueLimits::default(),
-                service: Service::Serial {
-                    fixed: service,
-                    per_sector: Duration::ZERO,
-                    seek: Duration::ZERO,
-                },
-                seed: 1,
-            },
-        };
+        let case = Case::serial(tasks, QueueLimits::default(), service);
         let mut run = Run::new(Box::new(s), &case, &Options::default());
         let checked = run.run_until(end).and_then(|()| run.finish());
         checked.unwrap_or_else(|v| panic!("{v}"));

@@ -1198,9 +1198,7 @@ mod tests {
     use super::*;
     use elevator_core::IoPrio;
 
-    use crate::harness::{
-        Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
-    };
+    use crate::harness::{Case, Layout, Options, Phase, Run, TaskScript, REGION};
 
     fn read(id: u64, task: u32, sector: Sector, prio: IoPrio) -> Request {
         Request {
@@ -1266,20 +1264,7 @@ mod tests {
             outstanding: 40,
             ..TaskScript::new(1, REGION, vec![reads])
         };
-        let case = Case {
-            workload: Workload {
-                tasks: vec![reader],
-            },
-            device: DeviceSpec {
-                limits,
-                service: Service::Serial {
-                    fixed: Duration::from_millis(1),
-                    per_sector: Duration::ZERO,
-                    seek: Duration::ZERO,
-                },
-                seed: 1,
-            },
-        };
+        let case = Case::serial(vec![reader], limits, Duration::from_millis(1));
         let mut run = Run::new(Box::new(Cfq2632::new(&limits)), &case, &Options::default());
         let last = Instant(240 * 1_000_000);
         run.run_until(last).unwrap_or_else(|v| panic!("{v}"));

@@ -459,9 +459,7 @@ mod tests {
     /// (the harness's serial device, one request at a time) from time zero
     /// to `total`; returns the requests served per group (index 0 unused).
     fn serve(s: MClock, groups: u32, gap: u64, total: u64) -> Vec<u64> {
-        use crate::harness::{
-            Case, DeviceSpec, Layout, Options, Phase, Run, Service, TaskScript, Workload, REGION,
-        };
+        use crate::harness::{Case, Layout, Options, Phase, Run, TaskScript, REGION};
         use elevator_core::Duration;
         // 1000 sectors apart: nothing merges.
         let reads = Phase::reads(u32::MAX, 8, Layout::Strided { stride: 1000 });
@@ -472,18 +470,7 @@ mod tests {
                 ..TaskScript::new(g, REGION + u64::from(g) * REGION, vec![reads.clone()])
             })
             .collect();
-        let case = Case {
-            workload: Workload { tasks },
-            device: DeviceSpec {
-                limits: ssd(),
-                service: Service::Serial {
-                    fixed: Duration(gap),
-                    per_sector: Duration::ZERO,
-                    seek: Duration::ZERO,
-                },
-                seed: 1,
-            },
-        };
+        let case = Case::serial(tasks, ssd(), Duration(gap));
         let mut run = Run::new(Box::new(s), &case, &Options::default());
         let checked = run.run_until(Instant(total)).and_then(|()| run.finish());
         checked.unwrap_or_else(|v| panic!("{v}"));
