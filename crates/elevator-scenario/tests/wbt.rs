@@ -1,9 +1,10 @@
 //! blk-wbt in scenarios (issue 17): `[wbt]` puts writeback throttling in
 //! front of every policy the kernel runs it under, and the report says
 //! which setting each run had. On this VM's kernel a QD1 random reader
-//! against buffered writeback had a p99 of 88 us under none, 112 us under
-//! kyber and 226 us under mq-deadline with wbt on (2 ms), and 930 us under
-//! bfq, which turns wbt off. The tests assert that ordering on the
+//! against buffered writeback had a p99 of 832 us under none, 1401 us
+//! under kyber and 1614 us under mq-deadline with wbt on (2 ms), and
+//! 1827 us under bfq, which turns wbt off (bench/kernel-beside-us.sh
+//! part 4). The tests assert that ordering on the
 //! ssd-sata-2016 profile, not the kernel's numbers. Bad `[wbt]` tables are
 //! refused with the file, line and key; no mutation of one panics.
 
