@@ -30,6 +30,22 @@ impl Ctx<'_> {
             message,
         )
     }
+    /// A key that names one of two settings, `off` or `on`; `default` when
+    /// the key is absent.
+    pub(crate) fn either(
+        &self,
+        v: &Option<S<String>>,
+        key: &str,
+        [off, on]: [&str; 2],
+        default: bool,
+    ) -> Result<bool, ScenarioError> {
+        let Some(v) = v else { return Ok(default) };
+        match v.get_ref().as_str() {
+            s if s == off => Ok(false),
+            s if s == on => Ok(true),
+            other => Err(self.at(v, key, format!("{other:?}: expected {off:?} or {on:?}"))),
+        }
+    }
     pub(crate) fn size(&self, v: &S<String>, key: &str) -> Result<u64, ScenarioError> {
         parse_size(v.get_ref()).map_err(|m| self.at(v, key, m))
     }

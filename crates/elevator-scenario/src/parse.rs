@@ -342,28 +342,8 @@ impl Scenario {
             Some(t) => cx.duration(t, "time_limit")?,
             None => DEFAULT_TIME_LIMIT,
         };
-        let per_job_kib = match raw.per_job.as_ref().map(|p| (p, p.get_ref().as_str())) {
-            None | Some((_, "default")) => false,
-            Some((_, "kib")) => true,
-            Some((p, other)) => {
-                return Err(cx.at(
-                    p,
-                    "per_job",
-                    format!("unknown per-job layout {other:?}: expected \"default\" or \"kib\""),
-                ))
-            }
-        };
-        let per_group_wide = match raw.per_group.as_ref().map(|p| (p, p.get_ref().as_str())) {
-            None | Some((_, "default")) => false,
-            Some((_, "wide")) => true,
-            Some((p, other)) => {
-                return Err(cx.at(
-                    p,
-                    "per_group",
-                    format!("unknown per-group layout {other:?}: expected \"default\" or \"wide\""),
-                ))
-            }
-        };
+        let per_job_kib = cx.either(&raw.per_job, "per_job", ["default", "kib"], false)?;
+        let per_group_wide = cx.either(&raw.per_group, "per_group", ["default", "wide"], false)?;
 
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
@@ -719,17 +699,12 @@ fn wbt(cx: &Ctx<'_>, raw: &Option<S<RawWbt>>) -> Result<Option<WbtSpec>, Scenari
             }
         },
     };
-    let write_cache = match r.write_cache.as_ref().map(|w| (w, w.get_ref().as_str())) {
-        None | Some((_, "write back")) => true,
-        Some((_, "write through")) => false,
-        Some((w, other)) => {
-            return Err(cx.at(
-                w,
-                "wbt.write_cache",
-                format!("{other:?}: \"write back\" or \"write through\", as sysfs reads"),
-            ))
-        }
-    };
+    let write_cache = cx.either(
+        &r.write_cache,
+        "wbt.write_cache",
+        ["write through", "write back"],
+        true,
+    )?;
     Ok(Some(WbtSpec {
         lat_usec,
         write_cache,
