@@ -168,6 +168,9 @@ pub struct CellSpec {
     /// The unit of our figure; `None`: an extra, taken as `unit`.
     pub native: Option<Unit>,
     pub published: Option<Figure>,
+    /// The thread's list of samples `published` sums up, as written
+    /// (empty for a written figure).
+    pub samples: Vec<String>,
     /// Figures this close (in `unit`) tie.
     pub tie: f64,
 }
@@ -625,6 +628,7 @@ fn cell(
         unit,
         native,
         published,
+        samples: samples.map_or_else(Vec::new, |s| s.get_ref().clone()),
         tie: 0.0,
     })
 }
