@@ -144,7 +144,7 @@ enum Command {
         action: DeviceCommand,
     },
     /// Run every experiment with published figures (the 2003 benchmarks, the
-    /// 2016 BFQ letter on both devices, any scenario with a [published] table)
+    /// 2016 BFQ letter on both devices, any scenario with a `[published]` table)
     /// in parallel, and print ours beside theirs with a verdict per table.
     Reproduce {
         /// Only experiments whose name contains PATTERN (`morton-7`, `letter`).
