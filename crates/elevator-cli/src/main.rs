@@ -12,6 +12,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 mod fio;
+mod probe;
 
 /// The scenario `elevator run` runs when given none.
 const DEFAULT_SCENARIO: &str = "ten-streaming-readers";
@@ -138,7 +139,7 @@ enum Command {
         #[arg(long)]
         device: String,
     },
-    /// Device profiles: import one from DiskSim.
+    /// Device profiles: probe a real device, or import one from DiskSim.
     Device {
         #[command(subcommand)]
         action: DeviceCommand,
@@ -210,6 +211,26 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum DeviceCommand {
+    /// Measure a file or block device through io_uring (4 KiB random reads at depths
+    /// 1-128, sequential reads of 4 KiB-1 MiB, a rotational check; writes only with
+    /// --allow-write) and write the fitted device profile (TOML, the measurements in
+    /// its comments). Refuses mounted, swap or held devices.
+    Probe {
+        /// A file or block device (it must exist; the probe addresses all of it).
+        target: std::path::PathBuf,
+        /// Also measure writes (sequential, random, a 70/30 mix): they overwrite the target.
+        #[arg(long)]
+        allow_write: bool,
+        /// Seconds per phase (about 18 phases, 29 with writes).
+        #[arg(long, default_value_t = 1.5)]
+        phase_time: f64,
+        /// Spindle speed assumed if the target turns out to be a disk.
+        #[arg(long, default_value_t = 7200)]
+        rpm: u32,
+        /// Write the profile here instead of standard output.
+        #[arg(long, short)]
+        output: Option<std::path::PathBuf>,
+    },
     /// Write an HDD profile TOML from a DiskSim drive (FILE.parv and the
     /// .diskspecs, .model and .seek files it names); parameters the model
     /// does not support are listed on stderr.
@@ -471,6 +492,25 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             }
             Ok(())
         }
+        Command::Device {
+            action:
+                DeviceCommand::Probe {
+                    target,
+                    allow_write,
+                    phase_time,
+                    rpm,
+                    output,
+                },
+        } => probe::probe(
+            &probe::ProbeOptions {
+                target,
+                allow_write,
+                phase_time,
+                rpm,
+                output,
+            },
+            out,
+        ),
         Command::Device {
             action: DeviceCommand::ImportDisksim { parv, output },
         } => {
