@@ -241,11 +241,11 @@ fn report(
             } else {
                 "-".into()
             };
-            let beats = r.ranked.iter().position(|t| &t.setting == kernel_default).unwrap_or(0);
+            let beats = r.strictly_better_than(kernel_default);
             writeln!(
                 out,
                 "kernel default for this device ({kname}): {} {}{}; best: {} {}; predicted gain {gain}; \
-                 {beats} setting(s) rank above the default",
+                 {beats} setting(s) beat it",
                 goals[0],
                 fmt_value(bv),
                 if b.feasible() { "" } else { " (infeasible)" },

@@ -76,10 +76,12 @@ pub fn udev_rule(s: &Setting, dev: &str) -> String {
     for (b, v) in &s.block {
         attrs.push(format!("ATTR{{queue/{b}}}=\"{v}\""));
     }
+    // One key per line (udev joins lines ending in a backslash), so that
+    // the rule prints within 100 columns.
     format!(
         "# /etc/udev/rules.d/60-elevator-{dev}.rules\n\
-         ACTION==\"add|change\", KERNEL==\"{dev}\", {}",
-        attrs.join(", ")
+         ACTION==\"add|change\", KERNEL==\"{dev}\", \\\n  {}",
+        attrs.join(", \\\n  ")
     )
 }
 
@@ -103,7 +105,7 @@ mod tests {
             ]
         );
         let rule = udev_rule(&s, "sdb");
-        assert!(rule.contains("KERNEL==\"sdb\", ATTR{queue/scheduler}=\"bfq\", ATTR{queue/iosched/slice_idle}=\"0\""), "{rule}");
+        assert!(rule.contains("KERNEL==\"sdb\", \\\n  ATTR{queue/scheduler}=\"bfq\", \\\n  ATTR{queue/iosched/slice_idle}=\"0\""), "{rule}");
         assert!(shell_lines(&Setting::defaults("cfq"), "sdb")[0].starts_with('#'));
         let nvme = elevator_device::open("nvme").unwrap().limits();
         assert_eq!(kernel_default(&nvme), "noop");

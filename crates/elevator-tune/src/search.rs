@@ -43,7 +43,7 @@ impl Default for SearchOptions {
             budget: 64,
             exhaustive_limit: 64,
             batch: 8,
-            patience: 24,
+            patience: 32,
             startup: 16,
             seed: 1,
             threads: 0,
@@ -55,6 +55,9 @@ impl Default for SearchOptions {
 #[derive(Clone, Debug)]
 pub struct Trial {
     pub setting: Setting,
+    /// Evaluation order (baselines first): breaks ties, so that among
+    /// equal values the kernel's default and the defaults rank first.
+    pub order: usize,
     pub score: Result<Score, String>,
     pub figures: Option<Figures>,
 }
@@ -90,6 +93,22 @@ impl SearchResult {
         self.ranked.iter().find(|t| &t.setting == s)
     }
 
+    /// How many trials score strictly better than `s` (ties do not count).
+    pub fn strictly_better_than(&self, s: &Setting) -> usize {
+        let Some(Ok(base)) = self.find(s).map(|t| &t.score) else {
+            return 0;
+        };
+        let key = base.rank_key();
+        self.ranked
+            .iter()
+            .filter_map(|t| t.score.as_ref().ok())
+            .filter(|o| {
+                let k = o.rank_key();
+                (k.0, k.1, k.2) < key
+            })
+            .count()
+    }
+
     /// The feasible trials no other feasible trial dominates on both goals
     /// (a two-goal objective; the best alone with one goal), in rank order.
     pub fn pareto(&self) -> Vec<&Trial> {
@@ -122,7 +141,7 @@ fn rank_cmp(a: &Trial, b: &Trial) -> std::cmp::Ordering {
         .cmp(&kb.0)
         .then(ka.1.total_cmp(&kb.1))
         .then(ka.2.total_cmp(&kb.2))
-        .then(a.setting.cmp(&b.setting))
+        .then(a.order.cmp(&b.order))
 }
 
 /// Search `space` for `objective`, evaluating with `eval`; `baselines`
@@ -168,11 +187,13 @@ fn search_in_pool(
                 match figures {
                     Ok(f) => Trial {
                         setting: s.clone(),
+                        order: 0,
                         score: objective.score(&f),
                         figures: Some(f),
                     },
                     Err(e) => Trial {
                         setting: s.clone(),
+                        order: 0,
                         score: Err(e),
                         figures: None,
                     },
@@ -183,7 +204,8 @@ fn search_in_pool(
     let mut seen: BTreeMap<Setting, usize> = BTreeMap::new();
     let mut trials: Vec<Trial> = Vec::new();
     let mut add = |new: Vec<Trial>, trials: &mut Vec<Trial>| {
-        for t in new {
+        for mut t in new {
+            t.order = trials.len();
             seen.insert(t.setting.clone(), trials.len());
             trials.push(t);
         }
@@ -335,7 +357,8 @@ fn tpe_loop(
         if batch.is_empty() {
             break;
         }
-        for t in run(&batch) {
+        for mut t in run(&batch) {
+            t.order = trials.len();
             tell(&t, &mut policy_opt, &mut axis_opts);
             let v = t.scalar();
             if v < best {
