@@ -225,12 +225,18 @@ pub fn fit_ssd(results: &[PhaseResult]) -> Result<SsdFit, FitError> {
         .map(|r| (size_weight(f64::from(r.phase.bs)), median_s(r)))
         .collect();
     let (_, per_byte) = line(&seq).ok_or_else(|| missing("sequential read (two sizes)"))?;
-    if per_byte <= 0.0 {
-        return Err(FitError(
-            "sequential-read latency does not grow with request size; no link rate to fit".into(),
-        ));
-    }
-    let link = 1.0 / per_byte; // bytes per second
+    // Latency that does not grow with size (a noisy host, a device far
+    // faster than its per-command cost): the fastest rate any size reached.
+    let link = if per_byte > 0.0 {
+        1.0 / per_byte
+    } else {
+        results
+            .iter()
+            .filter(|r| r.phase.pattern == Pattern::Sequential && r.phase.read_percent == 100)
+            .filter(|r| r.ios() > 0)
+            .map(|r| f64::from(r.phase.bs) / median_s(r))
+            .fold(0.0, f64::max)
+    }; // bytes per second
     let imax = results
         .iter()
         .filter(|r| r.phase.pattern == Pattern::Random && r.phase.read_percent == 100)
