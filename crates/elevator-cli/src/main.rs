@@ -595,7 +595,9 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             allow_write,
         } => {
             if budget == 0 || verify_runs == 0 || verify_settings < 2 {
-                bail!("--budget and --verify-runs must be at least 1, --verify-settings at least 2");
+                bail!(
+                    "--budget and --verify-runs must be at least 1, --verify-settings at least 2"
+                );
             }
             tune::tune(
                 &tune::TuneOptions {

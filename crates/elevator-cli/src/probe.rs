@@ -51,7 +51,11 @@ pub fn probe(o: &ProbeOptions, out: &mut Vec<u8>) -> Result<()> {
         "probe: {} ({} bytes{}), {total} phases, at most {:.0} s{}",
         o.target.display(),
         span,
-        if target.block_device { ", block device" } else { ", file" },
+        if target.block_device {
+            ", block device"
+        } else {
+            ", file"
+        },
         plan.time_bound().as_secs_f64(),
         if o.allow_write {
             ", writes allowed"

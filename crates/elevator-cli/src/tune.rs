@@ -56,12 +56,14 @@ fn load(o: &TuneOptions) -> Result<TuneWorkload> {
             .device
             .clone()
             .ok_or_else(|| anyhow!("a trace needs --device"))?;
-        return Ok(TuneWorkload::Trace(elevator_scenario::replay::ReplayConfig {
-            trace: w.clone(),
-            format: None,
-            device,
-            mode: elevator_workload::trace::ReplayMode::Open { time_scale: 1.0 },
-        }));
+        return Ok(TuneWorkload::Trace(
+            elevator_scenario::replay::ReplayConfig {
+                trace: w.clone(),
+                format: None,
+                device,
+                mode: elevator_workload::trace::ReplayMode::Open { time_scale: 1.0 },
+            },
+        ));
     }
     Ok(TuneWorkload::Scenario(Box::new(crate::load(w)?)))
 }
@@ -135,9 +137,27 @@ pub fn tune(o: &TuneOptions, out: &mut Vec<u8>) -> Result<()> {
         eprintln!();
     }
     let wall = started.elapsed().as_secs_f64();
-    report(o, &objective, &workload, &device, &space, &result, &kernel_default, wall, out)?;
+    report(
+        o,
+        &objective,
+        &workload,
+        &device,
+        &space,
+        &result,
+        &kernel_default,
+        wall,
+        out,
+    )?;
     if let Some(target) = &o.verify {
-        crate::verify::verify(o, &workload, &objective, &result, &kernel_default, target, out)?;
+        crate::verify::verify(
+            o,
+            &workload,
+            &objective,
+            &result,
+            &kernel_default,
+            target,
+            out,
+        )?;
     }
     Ok(())
 }
@@ -169,11 +189,20 @@ fn report(
                 if space.block.is_empty() {
                     "-".to_string()
                 } else {
-                    space.block.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
+                    space
+                        .block
+                        .iter()
+                        .map(|a| a.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 },
                 r.evaluations,
                 if r.exhaustive { "exhaustive" } else { "TPE" },
-                if r.stopped_early { ", stopped early" } else { "" },
+                if r.stopped_early {
+                    ", stopped early"
+                } else {
+                    ""
+                },
                 o.seed,
                 if o.cpu_cost { "on" } else { "off" },
                 wall
@@ -259,7 +288,11 @@ fn report(
     for l in elevator_tune::apply::shell_lines(&best.setting, &o.dev) {
         writeln!(out, "  {l}")?;
     }
-    writeln!(out, "{}", elevator_tune::apply::udev_rule(&best.setting, &o.dev))?;
+    writeln!(
+        out,
+        "{}",
+        elevator_tune::apply::udev_rule(&best.setting, &o.dev)
+    )?;
     Ok(())
 }
 

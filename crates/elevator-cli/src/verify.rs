@@ -68,7 +68,9 @@ pub fn verify(
                 .tunables(s.tunables.iter().map(|(k, v)| (k.as_str(), *v)))
                 .map_err(|e| anyhow!("{e}"))?;
             let limits = QueueLimits {
-                rotational: elevator_uring::probe::sysfs(target).rotational.unwrap_or(false),
+                rotational: elevator_uring::probe::sysfs(target)
+                    .rotational
+                    .unwrap_or(false),
                 queue_depth: depth as u32,
                 max_sectors: MAX_SECTORS,
                 capacity: bytes / 512,
@@ -122,7 +124,10 @@ pub fn verify(
             "Kendall's tau between predicted and measured: {tau:.2} ({} settings)",
             pred.len()
         )?,
-        None => writeln!(out, "Kendall's tau: undefined (ties or fewer than two settings)")?,
+        None => writeln!(
+            out,
+            "Kendall's tau: undefined (ties or fewer than two settings)"
+        )?,
     }
     Ok(())
 }

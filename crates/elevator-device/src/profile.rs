@@ -850,12 +850,7 @@ impl SsdFile {
             (None, Some(mb)) => {
                 c.check("interface.capacity_mb", mb, 1..=1_000_000_000)? * 1_000_000
             }
-            _ => {
-                return Err(c.error(
-                    "interface",
-                    "give one of capacity_gb and capacity_mb",
-                ))
-            }
+            _ => return Err(c.error("interface", "give one of capacity_gb and capacity_mb")),
         };
         let queue_depth = c.check("interface.queue_depth", i.queue_depth, 1..=65_535)?;
         let max_sectors = c.check("interface.max_sectors", i.max_sectors, 8..=65_535)?;

@@ -176,8 +176,9 @@ pub fn evaluate(
             if cpu_ns > 0 {
                 overrides.push(("block".into(), "cpu_cost".into(), cpu_ns));
             }
-            let run = elevator_scenario::run_policy(&s, policy.name, &device, o.seed, &overrides, false)
-                .map_err(|e| e.to_string())?;
+            let run =
+                elevator_scenario::run_policy(&s, policy.name, &device, o.seed, &overrides, false)
+                    .map_err(|e| e.to_string())?;
             let span = run.simulated_s;
             let ios: u64 = run.jobs.iter().map(|j| j.ios).sum();
             Ok(Figures {
@@ -280,13 +281,21 @@ pub fn fio_figures(
             GroupShare {
                 name: g.name.clone(),
                 weight: g.weight,
-                share: if total_disk > 0.0 { disk / total_disk } else { 0.0 },
+                share: if total_disk > 0.0 {
+                    disk / total_disk
+                } else {
+                    0.0
+                },
             }
         })
         .collect();
     Figures {
         jobs: jobs.iter().map(figures_of).collect(),
-        total_mb_s: if span > 0.0 { bytes as f64 / 1e6 / span } else { 0.0 },
+        total_mb_s: if span > 0.0 {
+            bytes as f64 / 1e6 / span
+        } else {
+            0.0
+        },
         total_iops: if span > 0.0 { ios as f64 / span } else { 0.0 },
         groups: shares,
     }

@@ -76,7 +76,10 @@ impl MetricName {
     ];
 
     pub fn name(self) -> &'static str {
-        Self::ALL.iter().find(|(_, m)| *m == self).map_or("?", |p| p.0)
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("?", |p| p.0)
     }
 
     fn is_latency(self) -> bool {
@@ -212,9 +215,11 @@ impl Constraint {
             Constraint::Shares { tolerance } => {
                 let total: f64 = f.groups.iter().map(|g| f64::from(g.weight)).sum();
                 if f.groups.len() < 2 || total <= 0.0 {
-                    return Err("`weights shares` needs a workload with two or more weighted \
+                    return Err(
+                        "`weights shares` needs a workload with two or more weighted \
                                 control groups"
-                        .into());
+                            .into(),
+                    );
                 }
                 Ok(f.groups
                     .iter()
@@ -339,7 +344,9 @@ impl Objective {
         }
         if goals.is_empty() {
             if constraints.is_empty() {
-                return Err(err("no goal: say `minimize METRIC` or `maximize METRIC`".into()));
+                return Err(err(
+                    "no goal: say `minimize METRIC` or `maximize METRIC`".into()
+                ));
             }
             goals.push(Goal {
                 direction: Direction::Maximize,
@@ -466,12 +473,24 @@ mod tests {
             iops: mb * 256.0,
         };
         Figures {
-            jobs: vec![job("reader.0", 10.0, 1.0), job("reader.1", 30.0, 2.0), job("app", 40.0, 5.0)],
+            jobs: vec![
+                job("reader.0", 10.0, 1.0),
+                job("reader.1", 30.0, 2.0),
+                job("app", 40.0, 5.0),
+            ],
             total_mb_s: 8.0,
             total_iops: 2048.0,
             groups: vec![
-                GroupShare { name: "a".into(), weight: 100, share: 0.27 },
-                GroupShare { name: "b".into(), weight: 300, share: 0.73 },
+                GroupShare {
+                    name: "a".into(),
+                    weight: 100,
+                    share: 0.27,
+                },
+                GroupShare {
+                    name: "b".into(),
+                    weight: 300,
+                    share: 0.73,
+                },
             ],
         }
     }
@@ -507,7 +526,10 @@ mod tests {
             let e = Objective::parse(text).unwrap_err().to_string();
             assert!(e.contains(words), "{text}: {e}");
         }
-        let e = Objective::parse("minimize p99(writer)").unwrap().score(&figures()).unwrap_err();
+        let e = Objective::parse("minimize p99(writer)")
+            .unwrap()
+            .score(&figures())
+            .unwrap_err();
         assert!(e.contains("no job"), "{e}");
     }
 }

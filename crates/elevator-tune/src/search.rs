@@ -120,9 +120,7 @@ impl SearchResult {
         self.ranked
             .iter()
             .zip(&scores)
-            .filter(|(_, s)| {
-                s.is_some_and(|s| !scores.iter().flatten().any(|o| o.dominates(s)))
-            })
+            .filter(|(_, s)| s.is_some_and(|s| !scores.iter().flatten().any(|o| o.dominates(s))))
             .map(|(t, _)| t)
             .collect()
     }
@@ -137,8 +135,7 @@ fn rank_cmp(a: &Trial, b: &Trial) -> std::cmp::Ordering {
         Err(_) => (2, 0.0, 0.0),
     };
     let (ka, kb) = (key(a), key(b));
-    ka.0
-        .cmp(&kb.0)
+    ka.0.cmp(&kb.0)
         .then(ka.1.total_cmp(&kb.1))
         .then(ka.2.total_cmp(&kb.2))
         .then(a.order.cmp(&b.order))
@@ -302,8 +299,8 @@ fn tpe_loop(
         Some((pi, idx))
     };
     let tell = |t: &Trial,
-                    policy_opt: &mut tpe::TpeOptimizer,
-                    axis_opts: &mut Vec<Vec<tpe::TpeOptimizer>>| {
+                policy_opt: &mut tpe::TpeOptimizer,
+                axis_opts: &mut Vec<Vec<tpe::TpeOptimizer>>| {
         if let Some((pi, idx)) = decode(&t.setting) {
             let v = t.scalar();
             let _ = policy_opt.tell(pi as f64 + 0.5, v);
@@ -315,7 +312,10 @@ fn tpe_loop(
     for t in trials.iter() {
         tell(t, &mut policy_opt, &mut axis_opts);
     }
-    let mut best = trials.iter().map(Trial::scalar).fold(f64::INFINITY, f64::min);
+    let mut best = trials
+        .iter()
+        .map(Trial::scalar)
+        .fold(f64::INFINITY, f64::min);
     let mut since_best = 0usize;
     let baselines = trials.len();
     // Proposals that repeat an evaluated point are skipped; give up after

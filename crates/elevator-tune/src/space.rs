@@ -141,8 +141,8 @@ impl Space {
         };
         let mut out = Vec::new();
         for name in &names {
-            let t = elevator_sched::find(name)
-                .ok_or_else(|| format!("unknown scheduler {name:?}"))?;
+            let t =
+                elevator_sched::find(name).ok_or_else(|| format!("unknown scheduler {name:?}"))?;
             let honours = |what: &str| t.honours.iter().any(|h| h.contains(what));
             if uses.weights && !honours("weights") {
                 continue;
@@ -172,7 +172,11 @@ impl Space {
                 "no policy among {} honours what the workload uses ({}{})",
                 names.join(", "),
                 if uses.weights { "weights " } else { "" },
-                if uses.prio_classes { "I/O priority classes" } else { "" }
+                if uses.prio_classes {
+                    "I/O priority classes"
+                } else {
+                    ""
+                }
             ));
         }
         Ok(Space {
@@ -226,7 +230,11 @@ impl Space {
     /// block), defaults left out.
     pub fn setting(&self, p: &PolicySpace, values: &[i64]) -> Setting {
         let mut s = Setting::defaults(&p.policy);
-        let axes = p.tunables.iter().map(|a| (a, false)).chain(self.block.iter().map(|a| (a, true)));
+        let axes = p
+            .tunables
+            .iter()
+            .map(|a| (a, false))
+            .chain(self.block.iter().map(|a| (a, true)));
         for ((a, block), &v) in axes.zip(values) {
             if v != a.default {
                 if block {

@@ -53,7 +53,10 @@ mod tests {
 
     #[test]
     fn tau_of_known_orders() {
-        assert_eq!(kendall_tau(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]), Some(1.0));
+        assert_eq!(
+            kendall_tau(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]),
+            Some(1.0)
+        );
         assert_eq!(kendall_tau(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
         // One swap of four: (6 - 2 * 1) / 6.
         let t = kendall_tau(&[1.0, 2.0, 3.0, 4.0], &[1.0, 3.0, 2.0, 4.0]).unwrap();

@@ -77,7 +77,14 @@ fn exhaustive_search_finds_the_toy_optimum() {
         exhaustive_limit: 100,
         ..SearchOptions::default()
     };
-    let r = search(&space, &objective, &toy, &[Setting::defaults("mq-deadline")], &o, &|_, _| {});
+    let r = search(
+        &space,
+        &objective,
+        &toy,
+        &[Setting::defaults("mq-deadline")],
+        &o,
+        &|_, _| {},
+    );
     assert!(r.exhaustive);
     assert_eq!(r.evaluations, 100);
     assert_eq!(sorted(r.best().unwrap().setting.clone()), sorted(optimum()));
@@ -105,11 +112,25 @@ fn tpe_finds_the_toy_optimum_in_a_large_space_and_repeats_itself() {
     let best = r.best().unwrap();
     let value = best.score.as_ref().unwrap().values[0];
     // The optimum's p99 is 1.0 whatever the other tunables are.
-    assert!(best.setting.policy == "mq-deadline" && (value - 1.0).abs() < 1e-9, "{} {value}", best.setting);
+    assert!(
+        best.setting.policy == "mq-deadline" && (value - 1.0).abs() < 1e-9,
+        "{} {value}",
+        best.setting
+    );
     // Same seed, other thread count: the same ranking.
-    let again = search(&space, &objective, &toy, &baselines, &SearchOptions { threads: 1, ..o }, &|_, _| {});
+    let again = search(
+        &space,
+        &objective,
+        &toy,
+        &baselines,
+        &SearchOptions { threads: 1, ..o },
+        &|_, _| {},
+    );
     let names = |r: &elevator_tune::search::SearchResult| {
-        r.ranked.iter().map(|t| t.setting.to_string()).collect::<Vec<_>>()
+        r.ranked
+            .iter()
+            .map(|t| t.setting.to_string())
+            .collect::<Vec<_>>()
     };
     assert_eq!(names(&r), names(&again));
 }
