@@ -133,10 +133,7 @@ impl std::fmt::Display for FitError {
 
 impl std::error::Error for FitError {}
 
-fn find<'a>(
-    results: &'a [PhaseResult],
-    pred: impl Fn(&PhaseResult) -> bool,
-) -> Option<&'a PhaseResult> {
+fn find(results: &[PhaseResult], pred: impl Fn(&PhaseResult) -> bool) -> Option<&PhaseResult> {
     results.iter().find(|r| pred(r) && r.ios() > 0)
 }
 

@@ -253,6 +253,9 @@ impl PhaseResult {
     }
 }
 
+/// Called with each finished phase, its index and the number of phases.
+type PhaseCallback = Box<dyn FnMut(&PhaseResult, usize, usize) + Send>;
+
 /// The plan as a workload: one phase at a time, each its own task.
 pub struct ProbeWorkload {
     plan: ProbePlan,
@@ -271,7 +274,7 @@ pub struct ProbeWorkload {
     results: Vec<PhaseResult>,
     partial: Option<PhaseResult>,
     /// Called as each phase finishes (for a progress line).
-    on_phase: Option<Box<dyn FnMut(&PhaseResult, usize, usize) + Send>>,
+    on_phase: Option<PhaseCallback>,
 }
 
 impl std::fmt::Debug for ProbeWorkload {
