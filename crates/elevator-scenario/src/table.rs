@@ -289,9 +289,9 @@ fn parse_table(
     let mut columns = Vec::new();
     for c in &t.columns {
         let c = c.get_ref();
-        if c.figures.is_some() {
+        if let Some(f) = &c.figures {
             return Err(cx.at(
-                c.figures.as_ref().expect("some"),
+                f,
                 "table.columns.figures",
                 "figures are written on the rows, one per column",
             ));
