@@ -282,7 +282,7 @@ fn single_table(out: &mut String, t: &Table) {
 }
 
 /// A `[[table]]`: its source, then the grid, each cell ours, the published
-/// figure as written and the ratio (struck when outside 2×).
+/// figure as written and the ratio (`*` when outside 2×).
 fn grid_table(out: &mut String, t: &Table) {
     let _ = write!(
         out,
@@ -296,15 +296,14 @@ fn grid_table(out: &mut String, t: &Table) {
     for row in &t.rows {
         let _ = write!(out, "<tr><td>{}</td>", esc(&row.label));
         for c in &row.cells {
-            let ratio = match (c.ratio(), c.within()) {
-                (Some(x), Some(false)) => format!(" <s>×{x:.2}</s>"),
-                (Some(x), _) => format!(" ×{x:.2}"),
-                (None, _) => String::new(),
+            let ratio = match c.ratio() {
+                Some(_) => format!(" ×{}", crate::reproduce::ratio_text(c)),
+                None => String::new(),
             };
             let _ = write!(
                 out,
                 "<td>{} {} / {}{ratio}</td>",
-                esc(&c.ours_text()),
+                esc(&c.ours_sig()),
                 esc(&c.unit),
                 esc(&c.published.as_ref().map_or("-".into(), |p| p.number()))
             );

@@ -212,21 +212,37 @@ impl Cell {
         })
     }
 
-    /// Our figure as printed: `629`, `> 60`, `n/a`; counts of bytes and
-    /// calls as whole numbers.
+    /// Our figure as a single-figure table prints it: `629`, `> 60`, `n/a`.
     pub fn ours_text(&self) -> String {
-        let text = |v: f64| {
-            if matches!(self.unit.as_str(), "B" | "KiB" | "kB" | "calls") && v.fract() == 0.0 {
-                format!("{v:.0}")
-            } else {
-                fmt_value(v, &self.unit)
-            }
-        };
         match self.ours {
             None => "n/a".into(),
-            Some(v) if self.ours_at_least => format!("> {}", text(v)),
-            Some(v) => text(v),
+            Some(v) if self.ours_at_least => format!("> {}", fmt_value(v, &self.unit)),
+            Some(v) => fmt_value(v, &self.unit),
         }
+    }
+
+    /// Our figure as a grid prints it ([`fmt_sig`]).
+    pub fn ours_sig(&self) -> String {
+        match self.ours {
+            None => "n/a".into(),
+            Some(v) if self.ours_at_least => format!("> {}", fmt_sig(v, &self.unit)),
+            Some(v) => fmt_sig(v, &self.unit),
+        }
+    }
+}
+
+/// A value in a grid: three significant digits (a grid's cells span
+/// decades: fsync times of 0.0144 s beside 4.97 s), whole numbers from 100
+/// and for counts of bytes and calls.
+pub fn fmt_sig(v: f64, unit: &str) -> String {
+    let a = v.abs();
+    if a >= 100.0 || (matches!(unit, "B" | "KiB" | "kB" | "calls") && v.fract() == 0.0) {
+        format!("{v:.0}")
+    } else if a == 0.0 {
+        "0".into()
+    } else {
+        let decimals = (2 - a.log10().floor() as i32).clamp(0, 9) as usize;
+        format!("{v:.decimals$}")
     }
 }
 
@@ -610,7 +626,15 @@ pub fn reproduce(
             continue;
         }
         let s = crate::builtin(name).expect("listed built-in")?;
-        for policy in &s.schedulers {
+        // A scenario with only `[[table]]`s shows no policy its cells do
+        // not name: those runs would be thrown away.
+        let needed = |p: &String| {
+            !s.published.is_empty()
+                || s.tables
+                    .iter()
+                    .any(|t| t.cells.iter().flatten().any(|c| &c.policy == p))
+        };
+        for policy in s.schedulers.iter().filter(|p| needed(p)) {
             units.push(Work::Policy {
                 scenario: scenarios.len(),
                 policy: policy.clone(),
@@ -1128,12 +1152,23 @@ fn chunks(lead: usize, widths: &[usize], width: usize) -> Vec<std::ops::Range<us
     (0..n).map(|i| i..i + 1).collect()
 }
 
-/// A ratio as printed in a grid: `*` marks one outside 2×.
-fn ratio_text(c: &Cell) -> String {
-    match (c.ratio(), c.within()) {
-        (Some(x), Some(false)) => format!("{x:.2}*"),
-        (Some(x), _) => format!("{x:.2}"),
-        (None, _) => "-".into(),
+/// A ratio as printed in a grid: two decimals, or two significant
+/// digits below 0.1, whole from 100; `*` marks one outside 2×.
+pub fn ratio_text(c: &Cell) -> String {
+    let Some(x) = c.ratio() else {
+        return "-".into();
+    };
+    let text = if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x > 0.0 && x < 0.1 {
+        let decimals = (1 - x.log10().floor() as i32).clamp(2, 9) as usize;
+        format!("{x:.decimals$}")
+    } else {
+        format!("{x:.2}")
+    };
+    match c.within() {
+        Some(false) => format!("{text}*"),
+        _ => text,
     }
 }
 
@@ -1152,7 +1187,7 @@ fn grid_text(out: &mut String, t: &Table) {
                 .iter()
                 .map(|c| {
                     [
-                        c.ours_text(),
+                        c.ours_sig(),
                         c.published.as_ref().map_or("-".into(), Figure::number),
                         ratio_text(c),
                     ]
@@ -1240,9 +1275,17 @@ fn grid_text(out: &mut String, t: &Table) {
         "{}",
         wrap(
             &format!(
-                "{}/{} pairs in the published order ({judged}); {}/{} within 2x (* marks a ratio \
-                 outside)",
-                v.pairs_in_order, v.pairs, v.within_2x, v.values
+                "{}; {}/{} within 2x (* marks a ratio outside)",
+                if v.pairs == 0 {
+                    format!("the published figures tie ({judged})")
+                } else {
+                    format!(
+                        "{}/{} pairs in the published order ({judged})",
+                        v.pairs_in_order, v.pairs
+                    )
+                },
+                v.within_2x,
+                v.values
             ),
             WIDTH,
             "  verdict: "
@@ -1284,9 +1327,9 @@ fn pair_text(t: &Table, p: &Pair) -> String {
         a.published.as_ref().map_or("-".into(), Figure::number),
         sign(mid(a), mid(b)),
         b.published.as_ref().map_or("-".into(), Figure::number),
-        a.ours_text(),
+        a.ours_sig(),
         sign(a.ours, b.ours),
-        b.ours_text()
+        b.ours_sig()
     )
 }
 
@@ -1340,8 +1383,15 @@ fn family_markdown(out: &mut String, tables: &[&Table]) {
 /// A `[[table]]` in markdown: ours with the published figure in brackets,
 /// columns split into tables whose lines fit [`WIDTH`].
 fn grid_markdown(out: &mut String, t: &Table) {
-    let esc = |s: &str| s.replace('|', "\\|");
-    let _ = writeln!(out, "##### {}\n", esc(&t.title));
+    // `__2.6.32-rc5__` would be bold, `|` a cell's end.
+    let esc = |s: &str| s.replace('|', "\\|").replace('_', "\\_");
+    // A heading cannot wrap: the id heads, the title follows wrapped.
+    let title = t
+        .title
+        .strip_prefix(&format!("{}: ", t.id))
+        .unwrap_or(&t.title);
+    let _ = writeln!(out, "##### {}\n", esc(&t.id));
+    let _ = writeln!(out, "{}\n", wrap(&esc(title), WIDTH, ""));
     let _ = writeln!(
         out,
         "{}\n",
@@ -1355,8 +1405,8 @@ fn grid_markdown(out: &mut String, t: &Table) {
             r.cells
                 .iter()
                 .map(|c| match &c.published {
-                    Some(f) => format!("{} ({})", c.ours_text(), esc(&f.number())),
-                    None => c.ours_text(),
+                    Some(f) => format!("{} ({})", c.ours_sig(), esc(&f.number())),
+                    None => c.ours_sig(),
                 })
                 .collect()
         })
@@ -1397,9 +1447,15 @@ fn grid_markdown(out: &mut String, t: &Table) {
         "{}\n",
         wrap(
             &format!(
-                "Verdict: {}/{} pairs in the published order, {}/{} of ours within 2×; {}.",
-                v.pairs_in_order,
-                v.pairs,
+                "Verdict: {}, {}/{} of ours within 2×; {}.",
+                if v.pairs == 0 {
+                    "the published figures tie".to_string()
+                } else {
+                    format!(
+                        "{}/{} pairs in the published order",
+                        v.pairs_in_order, v.pairs
+                    )
+                },
                 v.within_2x,
                 v.values,
                 esc(&t.settings)

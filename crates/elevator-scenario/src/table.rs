@@ -168,6 +168,9 @@ pub struct CellSpec {
     /// The unit of our figure; `None`: an extra, taken as `unit`.
     pub native: Option<Unit>,
     pub published: Option<Figure>,
+    /// The thread's list of samples `published` sums up, as written
+    /// (empty for a written figure).
+    pub samples: Vec<String>,
     /// Figures this close (in `unit`) tie.
     pub tie: f64,
 }
@@ -286,9 +289,9 @@ fn parse_table(
     let mut columns = Vec::new();
     for c in &t.columns {
         let c = c.get_ref();
-        if c.figures.is_some() {
+        if let Some(f) = &c.figures {
             return Err(cx.at(
-                c.figures.as_ref().expect("some"),
+                f,
                 "table.columns.figures",
                 "figures are written on the rows, one per column",
             ));
@@ -625,6 +628,7 @@ fn cell(
         unit,
         native,
         published,
+        samples: samples.map_or_else(Vec::new, |s| s.get_ref().clone()),
         tie: 0.0,
     })
 }
