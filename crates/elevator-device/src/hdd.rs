@@ -1340,6 +1340,37 @@ mod tests {
         assert!(e.to_string().contains("write_settle_ms"), "{e}");
     }
 
+    #[test]
+    fn interleaved_streams_keep_their_read_ahead_while_segments_outnumber_them() {
+        // DiskSim's disk_buffer_select_read_segment: a miss takes an empty
+        // segment, else the least recently used clean one; a segment the
+        // head left keeps what it read ahead. With `streams` readers taking
+        // 16 sectors in turn, one at a time, each miss reads 64 sectors
+        // ahead (the minimum) before the next command may seek away, so a
+        // stream's next request is in its segment if the segment survived
+        // the round: with 8 segments up to 8 streams hit, a 9th recycles
+        // every segment before its owner comes back.
+        let hits = |streams: u64| {
+            let mut dev = profile("ide-2003", |t| t);
+            let mut now = Instant::ZERO;
+            let mut hits = 0;
+            for round in 0..4u64 {
+                for s in 0..streams {
+                    let r = req(round * 100 + s, Op::Read, s * 2_000_000 + round * 16, 16);
+                    let done = serve(dev.as_mut(), &r, now);
+                    // A hit: 0.1 ms of overhead and 16 sectors of bus.
+                    if round > 0 && done.since(now) < ms(1) {
+                        hits += 1;
+                    }
+                    now = done;
+                }
+            }
+            hits
+        };
+        assert_eq!(hits(8), 3 * 8);
+        assert_eq!(hits(9), 0);
+    }
+
     /// ide-2003 with `min_read_ahead_sectors` replaced by `n`.
     fn min_read_ahead(n: u64) -> Box<dyn Device> {
         profile("ide-2003", |t| {
