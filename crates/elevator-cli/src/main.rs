@@ -285,10 +285,14 @@ enum DeviceCommand {
     },
     /// Write an HDD profile TOML from a DiskSim drive (FILE.parv and the
     /// .diskspecs, .model and .seek files it names); parameters the model
-    /// does not support are listed on stderr.
+    /// does not support, and where the profile approximates DiskSim, are
+    /// listed on stderr. On an error nothing is printed; but `X > X.toml`
+    /// leaves the shell's empty X.toml behind, so prefer `-o X.toml`.
     ImportDisksim {
         parv: String,
-        /// Write the profile here instead of standard output.
+        /// Write the profile here instead of standard output, only on
+        /// success and whole (a temporary file beside it, then renamed):
+        /// an existing FILE is never left empty or half-written.
         #[arg(long, short)]
         output: Option<String>,
     },
@@ -401,6 +405,32 @@ fn main() -> ExitCode {
         }
         _ => status,
     }
+}
+
+/// Write `text` to `path` whole or not at all: into a temporary file in
+/// the same directory, flushed, then renamed over `path` (a rename within
+/// one file system replaces the name in one step), so neither a failure
+/// nor an interruption leaves `path` empty or half-written.
+fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profile".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Exit status of a `reproduce --check` that found a table worse than committed.
@@ -574,7 +604,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 eprintln!("warning: {w}");
             }
             match output {
-                Some(path) => std::fs::write(&path, &imported.profile)
+                Some(path) => write_atomically(std::path::Path::new(&path), &imported.profile)
                     .with_context(|| format!("writing {path}"))?,
                 None => out.extend_from_slice(imported.profile.as_bytes()),
             }

@@ -449,7 +449,8 @@ impl HddFile {
             m.cylinder_switch_ms,
             0.0..=20.0,
         )?;
-        let settle = c.check("mechanics.write_settle_ms", m.write_settle_ms, 0.0..=20.0)?;
+        // Negative: writes settle sooner than reads (DiskSim accepts it).
+        let settle = c.check("mechanics.write_settle_ms", m.write_settle_ms, -20.0..=20.0)?;
         let mut zones = self.layout.zones(c, rpm, hs, cs)?;
         self.layout.spares(c, surfaces, &mut zones)?;
         let cylinders: u32 = zones.iter().fold(0, |end, z| {
@@ -548,7 +549,8 @@ impl HddFile {
             seek,
             head_switch: ms(hs),
             cylinder_switch: ms(cs),
-            write_settle: ms(settle),
+            // As `ms` converts every other time, with the sign kept.
+            write_settle_ns: (ms(settle.abs()).0 as i64) * if settle < 0.0 { -1 } else { 1 },
             overheads,
             bus_rate: bus * 1e6,
             segments,
