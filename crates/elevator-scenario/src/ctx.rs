@@ -30,6 +30,10 @@ impl Ctx<'_> {
             message,
         )
     }
+    /// Where `v` stands: this file, its line, `key`.
+    pub(crate) fn origin<T>(&self, v: &S<T>, key: &str) -> elevator_sched::stack::Origin {
+        elevator_sched::stack::Origin::file(self.file, Some(self.line(v.span().start)), key)
+    }
     /// A key that names one of two settings, `off` or `on`; `default` when
     /// the key is absent.
     pub(crate) fn either(

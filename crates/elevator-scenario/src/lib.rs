@@ -31,9 +31,9 @@ pub mod validate;
 pub use builtin::{builtin, builtins};
 pub use error::ScenarioError;
 pub use host::{FileKind, FileSetSpec, HostSpec, ProcessSpec};
+pub use elevator_sched::group::wbt::WbtSpec;
 pub use parse::{
-    JobTemplate, Scenario, Sweep, WbtSpec, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS,
-    MAX_WBT_LAT_USEC,
+    JobTemplate, Scenario, Sweep, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS, MAX_WBT_LAT_USEC,
 };
-pub use run::{apply_block, run, run_one, run_policy, RunOptions};
+pub use run::{run, run_one, run_policy, RunOptions};
 pub use units::{parse_duration, parse_size};

@@ -8,6 +8,8 @@ use elevator_core::{
 };
 use elevator_device::FaultSpec;
 use elevator_sched::group::iocost_params::{IocostSpec, ParamError};
+use elevator_sched::group::wbt::WbtSpec;
+use elevator_sched::stack::{self, Origin};
 use elevator_sim::EngineConfig;
 use elevator_workload::Pattern;
 use serde::Deserialize;
@@ -203,16 +205,6 @@ pub struct JobTemplate {
     pub period: Option<Duration>,
 }
 
-/// A scenario's `[wbt]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WbtSpec {
-    /// `wbt_lat_usec`: `None` for the kernel's default for the device
-    /// (`"default"` or -1, as sysfs takes it), `Some(0)` for off.
-    pub lat_usec: Option<u64>,
-    /// `write_cache`: "write back" (true, the default) or "write through".
-    pub write_cache: bool,
-}
-
 /// Run the scenario once per point of one parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sweep {
@@ -324,8 +316,7 @@ impl Scenario {
             Some(list) => {
                 let mut names = Vec::new();
                 for s in list {
-                    let t = elevator_sched::find(s.get_ref())
-                        .ok_or_else(|| cx.at(s, "schedulers", unknown_policy(s.get_ref())))?;
+                    let t = stack::policy(s.get_ref(), cx.origin(s, "schedulers"))?;
                     if names.iter().any(|n| n == t.name) {
                         return Err(cx.at(
                             s,
@@ -347,15 +338,9 @@ impl Scenario {
 
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
-            let Some(t) = elevator_sched::find(policy) else {
-                let at = values.values().next().map(|v| cx.line(v.span().start));
-                return Err(ScenarioError::new(
-                    file,
-                    at,
-                    Some(&format!("sched.{policy}")),
-                    unknown_policy(policy),
-                ));
-            };
+            let at = values.values().next().map(|v| cx.line(v.span().start));
+            let key = format!("sched.{policy}");
+            let t = stack::policy(policy, Origin::file(file, at, &key))?;
             let mut resolved = BTreeMap::new();
             for (name, value) in values {
                 let key = format!("sched.{policy}.{name}");
@@ -394,8 +379,7 @@ impl Scenario {
         let mut block_by_policy = BTreeMap::new();
         for (policy, preset) in &raw.presets {
             let key = format!("presets.{policy}");
-            let t = elevator_sched::find(policy)
-                .ok_or_else(|| cx.at(preset, &key, unknown_policy(policy)))?;
+            let t = stack::policy(policy, cx.origin(preset, &key))?;
             if !["linux-2.6", "linux-2.4", "linux-2.6.32"].contains(&preset.get_ref().as_str()) {
                 return Err(cx.at(
                     preset,
@@ -588,11 +572,6 @@ fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
 
 /// The top-level keys and tables every scenario has.
 const TOP_LEVEL_REQUIRED: &[&str] = &["name", "description", "result"];
-
-fn unknown_policy(name: &str) -> String {
-    let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
-    format!("unknown scheduler {name:?} (known: {})", known.join(", "))
-}
 
 fn cx_result(
     cx: &Ctx<'_>,
