@@ -371,6 +371,9 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
     ]);
     // The 2.6.32 mechanisms, named only where on (the older presets'
     // settings lines stay as they were).
+    if config.cpu_cost > elevator_core::Duration::ZERO {
+        settings.insert("cpu_cost".into(), format!("{}ns", config.cpu_cost.nanos()));
+    }
     for (name, on) in [
         ("sync_lists", config.sync_lists),
         ("congestion", config.congestion),

@@ -19,6 +19,7 @@
 //! run's policy, tunables, group layers and checker together.
 
 pub mod check;
+pub mod cost;
 pub mod group;
 #[cfg(any(test, feature = "harness"))]
 pub mod harness;

@@ -24,6 +24,9 @@ pub enum BlockSetting {
     Congestion(bool),
     /// 2.6.32's plugging.
     Plugging(bool),
+    /// Nanoseconds of policy CPU per request (`elevator_sched::cost`); 0:
+    /// off.
+    CpuCostNs(u64),
 }
 
 /// The names `--set block.NAME` takes.
@@ -37,6 +40,7 @@ pub const BLOCK_SETTINGS: &[&str] = &[
     "sync_lists",
     "congestion",
     "plugging",
+    "cpu_cost",
 ];
 
 const SECTOR_SIZE: u64 = elevator_core::SECTOR_SIZE;
@@ -67,6 +71,7 @@ impl BlockSetting {
             "sync_lists" => BlockSetting::SyncLists(n != 0),
             "congestion" => BlockSetting::Congestion(n != 0),
             "plugging" => BlockSetting::Plugging(n != 0),
+            "cpu_cost" => BlockSetting::CpuCostNs(n as u64),
             other => {
                 return Err(format!(
                     "no block setting {other:?} ({})",
