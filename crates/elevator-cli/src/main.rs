@@ -589,8 +589,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                     "--budget and --verify-runs must be at least 1, --verify-settings at least 2"
                 );
             }
-            tune::tune(
-                &tune::TuneOptions {
+            let options = tune::TuneOptions {
                     workload,
                     device,
                     objective,
@@ -605,9 +604,20 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                     verify_settings,
                     verify_runs,
                     allow_write,
-                },
-                out,
-            )
+            };
+            let t = tune::tune(&options, out)?;
+            match &options.verify {
+                Some(target) => verify::verify(
+                    &options,
+                    &t.workload,
+                    &t.objective,
+                    &t.result,
+                    &t.kernel_default,
+                    target,
+                    out,
+                ),
+                None => Ok(()),
+            }
         }
         Command::Validate { trace, device } => {
             let v = elevator_scenario::validate::validate(&trace, &device)?;

@@ -11,6 +11,7 @@
 //! Built-in scenarios live in the repository's `scenarios/` folder and are
 //! compiled into the binary.
 
+mod block;
 mod builtin;
 mod ctx;
 mod error;

@@ -1,6 +1,8 @@
 //! The scenario file format and its validation.
 
+pub(crate) use crate::block::RawBlock;
 pub(crate) use crate::ctx::Ctx;
+pub use crate::ctx::MAX_TICKS;
 use crate::error::{key_on_line, Lines, ScenarioError};
 use crate::result::{Metric, RawResultChecked, Reduce, ResultSpec};
 use elevator_core::{
@@ -34,10 +36,6 @@ pub const MAX_SCENARIO_BYTES: usize = 4 << 20;
 /// instead of filling memory.
 pub const MAX_TASKS: u64 = 0x8000;
 
-/// The most wake-ups one periodic job or process may ask for over the time
-/// limit (`time_limit / period`): ten million ticks simulate in seconds,
-/// while `period = "1ns"` over an hour would never end.
-pub const MAX_TICKS: u64 = 10_000_000;
 
 type S<T> = Spanned<T>;
 
@@ -143,17 +141,6 @@ struct RawFaults {
     stall_at: Vec<S<String>>,
 }
 
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawBlock {
-    pub(crate) preset: Option<S<String>>,
-    nr_requests: Option<S<i64>>,
-    batch_requests: Option<S<i64>>,
-    steal: Option<bool>,
-    inflight_limit: Option<S<String>>,
-    max_sectors: Option<S<String>>,
-    restart_before_wakeup: Option<bool>,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

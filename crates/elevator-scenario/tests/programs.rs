@@ -45,7 +45,7 @@ fn set_for(kind: SetKind) -> &'static str {
 
 /// A `[[process]]` named `p` of kind `name` with its required keys.
 fn section(name: &str) -> String {
-    let t = elevator_host::process::registry::find(name).unwrap();
+    let t = elevator_host::process::programs::find(name).unwrap();
     let mut s = format!("\n[[process]]\nname = \"p\"\nkind = \"{name}\"\n");
     for k in t.keys {
         if k.default != Given::Required {
