@@ -590,20 +590,20 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 );
             }
             let options = tune::TuneOptions {
-                    workload,
-                    device,
-                    objective,
-                    sched: sched.unwrap_or_default(),
-                    budget,
-                    seed,
-                    threads,
-                    cpu_cost: !no_cpu_cost,
-                    dev,
-                    top,
-                    verify,
-                    verify_settings,
-                    verify_runs,
-                    allow_write,
+                workload,
+                device,
+                objective,
+                sched: sched.unwrap_or_default(),
+                budget,
+                seed,
+                threads,
+                cpu_cost: !no_cpu_cost,
+                dev,
+                top,
+                verify,
+                verify_settings,
+                verify_runs,
+                allow_write,
             };
             let t = tune::tune(&options, out)?;
             match &options.verify {

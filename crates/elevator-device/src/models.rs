@@ -7,8 +7,8 @@
 //! holds every registered model to the shared device checks.
 
 use crate::profile::{
-    DeviceModelType, KindOnly, ProfileError, ProfileText, BUILTINS, HDD, MAX_PROFILE_BYTES,
-    SDCARD, SSD,
+    DeviceModelType, KindOnly, ProfileError, ProfileText, BUILTINS, HDD, MAX_PROFILE_BYTES, SDCARD,
+    SSD,
 };
 use crate::Device;
 

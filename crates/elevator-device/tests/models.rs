@@ -8,8 +8,8 @@
 
 use elevator_core::{Instant, Prng, QueueLimits, Request, RequestId};
 use elevator_device::{
-    builtin_profiles, builtin_text, parse_with, Device, DeviceModelType, DeviceStats,
-    ProfileError, ProfileText, DEVICE_MODELS,
+    builtin_profiles, builtin_text, parse_with, Device, DeviceModelType, DeviceStats, ProfileError,
+    ProfileText, DEVICE_MODELS,
 };
 use serde::Deserialize;
 use std::collections::{HashSet, VecDeque};
@@ -232,12 +232,18 @@ fn a_model_is_one_module_and_one_registry_line() {
     );
     // Its own keys are checked as a profile's are.
     let err = parse_with(&with_toy, "toy.toml", "kind = \"toy\"\nservice_us = 0\n").unwrap_err();
-    assert!(err.to_string().contains("toy.toml:2: `service_us`"), "{err}");
+    assert!(
+        err.to_string().contains("toy.toml:2: `service_us`"),
+        "{err}"
+    );
 }
 
 #[test]
 fn the_device_checks_fail_a_model_that_loses_completions() {
     let err = check_profile(&[&LOSING_TOY], "toy.toml", TOY_PROFILE)
         .expect_err("a device that loses completions must fail");
-    assert!(err.contains("in_flight") || err.contains("no completion"), "{err}");
+    assert!(
+        err.contains("in_flight") || err.contains("no completion"),
+        "{err}"
+    );
 }

@@ -30,9 +30,9 @@ mod units;
 pub mod validate;
 
 pub use builtin::{builtin, builtins};
+pub use elevator_sched::group::wbt::WbtSpec;
 pub use error::ScenarioError;
 pub use host::{FileKind, FileSetSpec, HostSpec, ProcessSpec};
-pub use elevator_sched::group::wbt::WbtSpec;
 pub use parse::{
     JobTemplate, Scenario, Sweep, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS, MAX_WBT_LAT_USEC,
 };

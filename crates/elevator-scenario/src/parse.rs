@@ -36,7 +36,6 @@ pub const MAX_SCENARIO_BYTES: usize = 4 << 20;
 /// instead of filling memory.
 pub const MAX_TASKS: u64 = 0x8000;
 
-
 type S<T> = Spanned<T>;
 
 #[derive(Deserialize)]
@@ -140,7 +139,6 @@ struct RawFaults {
     #[serde(default)]
     stall_at: Vec<S<String>>,
 }
-
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -171,7 +171,10 @@ fn run_policy_traced(
     let builder = StackBuilder::new(policy, Origin::flag("--sched"))?;
     let name = builder.policy().name;
     let builder = builder
-        .scenario_tunables(&scenario.file, scenario.tunables.get(name).into_iter().flatten())?
+        .scenario_tunables(
+            &scenario.file,
+            scenario.tunables.get(name).into_iter().flatten(),
+        )?
         .overrides(overrides)?
         .groups(&scenario.groups)
         .layer_settings(LayerSettings {

@@ -7,12 +7,12 @@
 //! own (the inner policy's, once per write ahead), checked.
 
 use elevator_core::{Duration, GroupId, GroupTree, IoMax, QueueLimits};
-use elevator_sched::group::latency::LatencyLimiter;
-use elevator_sched::group::throttle::Throttle;
-use elevator_sched::group::wbt::{Wbt, WbtParams};
 use elevator_sched::group::iocost_params::IocostSpec;
+use elevator_sched::group::latency::LatencyLimiter;
 use elevator_sched::group::registry::GROUP_LAYERS;
+use elevator_sched::group::throttle::Throttle;
 use elevator_sched::group::wbt::WbtSpec;
+use elevator_sched::group::wbt::{Wbt, WbtParams};
 use elevator_sched::group::{GroupLayerType, LayerContext, LayerSettings};
 use elevator_sched::harness::strategy;
 use elevator_sched::harness::toys;

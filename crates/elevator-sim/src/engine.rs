@@ -1,11 +1,11 @@
 //! The event loop.
 
+use elevator_core::QueueLimits;
 use elevator_core::{Completion, Congestion, Io, Workload};
 use elevator_core::{Duration, Instant, IoError, Op, Request, RequestId, Sector, TaskId};
 use elevator_device::{Device, DeviceStats};
 use elevator_sched::stack::{BlockSetting, StackBuilder, StackInfo};
 use elevator_sched::{CheckReport, Checked, Dispatch, Scheduler};
-use elevator_core::QueueLimits;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

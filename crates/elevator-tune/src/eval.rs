@@ -141,7 +141,8 @@ pub fn evaluate(
     o: &EvalOptions,
 ) -> Result<Figures, String> {
     let device = workload.device(o)?;
-    let policy = stack::policy(&setting.policy, Origin::flag("--sched")).map_err(|e| e.to_string())?;
+    let policy =
+        stack::policy(&setting.policy, Origin::flag("--sched")).map_err(|e| e.to_string())?;
     let cpu_ns = if o.cpu_cost {
         elevator_sched::cost::per_request(policy.name).nanos() as i64
     } else {

@@ -10,8 +10,8 @@
 
 use crate::runtime::{RunError, Runtime};
 use crate::target::{self, Access, Target, TargetError};
-use elevator_core::{Instant, Workload};
 use elevator_core::QueueLimits;
+use elevator_core::{Instant, Workload};
 use elevator_sched::stack::{ConfigError, StackBuilder};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -123,6 +123,7 @@ pub fn run(
     let path = target.path.clone();
     let backend = crate::Uring::new(target.file, (depth * 2 + 16) as u32)
         .map_err(|e| MeasureError::Setup(path, e))?;
-    let (mut rt, _) = Runtime::build(builder, backend, limits, depth).map_err(MeasureError::Config)?;
+    let (mut rt, _) =
+        Runtime::build(builder, backend, limits, depth).map_err(MeasureError::Config)?;
     rt.run(workload, None).map_err(MeasureError::Run)
 }

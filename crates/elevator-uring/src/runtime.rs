@@ -14,12 +14,12 @@
 //! at most `depth` operations are in flight.
 
 use crate::backend::{Backend, Submission};
+use elevator_core::QueueLimits;
 use elevator_core::{
     Completion, Duration, GroupId, Instant, IoPrio, Op, Request, RequestId, TaskId, Workload,
     SECTOR_SIZE,
 };
 use elevator_core::{Io, IoClass};
-use elevator_core::QueueLimits;
 use elevator_sched::stack::{ConfigError, Origin, StackBuilder, StackInfo};
 use elevator_sched::{Checked, Dispatch, Scheduler};
 use rustc_hash::FxHashMap;

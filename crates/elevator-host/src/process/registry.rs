@@ -237,7 +237,6 @@ impl ProgramType {
     }
 }
 
-
 /// A program's checked keys: every key of its type with a value, except
 /// optional ones left out.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -60,13 +60,13 @@ impl BlockSetting {
             "inflight_limit" => {
                 BlockSetting::InflightLimit((n > 0).then_some((n as u64).div_ceil(SECTOR_SIZE)))
             }
-            "max_sectors" => BlockSetting::MaxSectors(
-                match u32::try_from((n as u64).div_ceil(SECTOR_SIZE)) {
+            "max_sectors" => {
+                BlockSetting::MaxSectors(match u32::try_from((n as u64).div_ceil(SECTOR_SIZE)) {
                     Ok(0) => None,
                     Ok(s) => Some(s),
                     Err(_) => return Err("over 2 TiB".into()),
-                },
-            ),
+                })
+            }
             "restart_before_wakeup" => BlockSetting::RestartBeforeWakeup(n != 0),
             "sync_lists" => BlockSetting::SyncLists(n != 0),
             "congestion" => BlockSetting::Congestion(n != 0),

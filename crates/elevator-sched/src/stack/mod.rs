@@ -42,7 +42,6 @@ mod error;
 pub use block::{BlockSetting, BLOCK_SETTINGS};
 pub use error::{ConfigError, Origin, COMMAND_LINE};
 
-
 use crate::check::Checked;
 use crate::group::registry::GROUP_LAYERS;
 use crate::group::{GroupLayerType, LayerContext, LayerSettings};
@@ -170,12 +169,11 @@ impl StackBuilder {
         for (prefix, name, value) in sets {
             let origin = || Origin::flag(format!("--set \"{prefix}.{name}={value}\""));
             if prefix == "block" {
-                let setting = BlockSetting::parse(name, *value).map_err(|message| {
-                    ConfigError::Setting {
+                let setting =
+                    BlockSetting::parse(name, *value).map_err(|message| ConfigError::Setting {
                         origin: origin(),
                         message,
-                    }
-                })?;
+                    })?;
                 self.block.push(setting);
             } else if find(prefix).is_some_and(|t| t.name == self.policy.name) {
                 self = self.tunable(name, *value, origin())?;
