@@ -3,7 +3,8 @@
 //! does not declare, or a value of the wrong type, is an error naming the
 //! file, the line and the field.
 
-use elevator_host::process::registry::{Default as Given, KeyType, SetKind, PROGRAMS};
+use elevator_host::process::registry::{Default as Given, KeyType, SetKind};
+use elevator_host::process::PROGRAMS;
 use elevator_scenario::Scenario;
 
 const HEAD: &str = r#"
