@@ -473,7 +473,12 @@ fn the_builder_gives_the_runtime_groups_layers_and_the_checker() {
     use elevator_sched::stack::{Origin, StackBuilder};
     let dir = tempdir();
     let mut tree = GroupTree::default();
-    let slow = tree.add("slow", GroupId::ROOT, 100, "riops=100".parse::<IoMax>().unwrap());
+    let slow = tree.add(
+        "slow",
+        GroupId::ROOT,
+        100,
+        "riops=100".parse::<IoMax>().unwrap(),
+    );
     let fast = tree.add("fast", GroupId::ROOT, 300, IoMax::default());
     let subs: Vec<Submit> = mixed_requests(120)
         .into_iter()
