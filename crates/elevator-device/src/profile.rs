@@ -133,8 +133,12 @@ pub struct DeviceModelType {
     pub about: &'static str,
     /// The profile's tables besides `kind` (`mechanics`, `flash`).
     pub keys: &'static [&'static str],
-    pub build: fn(&ProfileText<'_>, String) -> Result<Box<dyn Device>, ProfileError>,
+    pub build: BuildModel,
 }
+
+/// A model's `build`: the profile's text and the device's name to the
+/// model, or the error at the profile's line and key.
+pub type BuildModel = fn(&ProfileText<'_>, String) -> Result<Box<dyn Device>, ProfileError>;
 
 impl fmt::Debug for DeviceModelType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -84,7 +84,10 @@ pub enum ConfigError {
     /// Nothing names a policy to run.
     NoPolicy { origin: Origin },
     /// A tunable the policy does not have, or a value it does not take.
-    Tunable { origin: Origin, error: TunableError },
+    Tunable {
+        origin: Origin,
+        error: Box<TunableError>,
+    },
     /// A setting that does not exist or does not take this value
     /// (`--set block.NAME`, `--set` without `PREFIX.NAME=VALUE`).
     Setting { origin: Origin, message: String },

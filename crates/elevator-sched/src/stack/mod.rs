@@ -92,7 +92,7 @@ pub fn parse_override(text: &str) -> Result<Override, ConfigError> {
         t.tunables([(name, value)])
             .map_err(|error| ConfigError::Tunable {
                 origin: origin(),
-                error,
+                error: Box::new(error),
             })?;
     }
     Ok((prefix.to_string(), name.to_string(), value))
@@ -143,7 +143,10 @@ impl StackBuilder {
     ) -> Result<StackBuilder, ConfigError> {
         self.policy
             .tunables([(name, value)])
-            .map_err(|error| ConfigError::Tunable { origin, error })?;
+            .map_err(|error| ConfigError::Tunable {
+                origin,
+                error: Box::new(error),
+            })?;
         self.tunables.push((name.to_string(), value));
         Ok(self)
     }
