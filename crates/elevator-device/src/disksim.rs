@@ -43,7 +43,7 @@
 //! * **Slips** in any order, repeated or past the zone's end: DiskSim's
 //!   `g1_ltop_sectperzonespare` walks the list in file order, so the
 //!   blocks it leaves unmapped are computed by walking it the same way
-//!   ([`disksim_slipped`]) and written sorted, as the profile wants them.
+//!   (`disksim_slipped`) and written sorted, as the profile wants them.
 //! * **Skew units** in revolutions as well as sectors, skews and offsets
 //!   of any sign or size (taken modulo the track, as an angle is).
 //! * A model given inline (`Model = dm_disk NAME {` in the .diskspecs)
