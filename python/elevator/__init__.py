@@ -33,6 +33,7 @@ from ._results import (
     ScenarioInfo,
     Tunable,
     Validation,
+    LetterTable,
 )
 from ._sweep import sweep, expand_grid
 
@@ -42,6 +43,7 @@ __all__ = [
     "replay",
     "whatif",
     "validate",
+    "letter",
     "sweep",
     "expand_grid",
     "policies",
@@ -61,6 +63,7 @@ __all__ = [
     "Replay",
     "ReplayResults",
     "Validation",
+    "LetterTable",
 ]
 
 __version__ = "0.1.0"
@@ -265,3 +268,30 @@ def validate(trace: Union[str, "os.PathLike[str]"], device: str) -> Validation:
     """Replay a DiskSim validation trace on a device model one request at a
     time and score the model (DiskSim's demerit), as ``elevator validate``."""
     return Validation.from_dict(_native.validate(os.fspath(trace), device))
+
+
+def letter(
+    devices: Union[None, str, Sequence[str]] = None,
+    sched: Union[None, str, Sequence[str]] = None,
+    seed: Optional[int] = None,
+    think_scale: Optional[float] = None,
+) -> LetterTable:
+    """The 2016 BFQ cover letter's table, as ``elevator letter`` runs it:
+    the start-up time of xterm, LibreOffice Writer and gnome-terminal
+    (for the letter's konsole) on an idle device and against ten
+    sequential or random readers, and the readers' throughput alone, under
+    each policy, with the letter's figure beside ours.
+
+    ``devices``: default ssd-sata-2016 (the letter's) and sata-hdd.
+    ``sched``: default bfq, cfq, deadline, noop. ``think_scale``: factor on
+    the traces' think times (default: the scenarios'). Returns a
+    :class:`LetterTable` (rows with ``device``, ``background``, ``row``,
+    ``scheduler``, ``value``, ``unit``, ``letter``).
+    """
+    rows = _native.letter(
+        devices=_names(devices, "devices"),
+        sched=_names(sched, "sched"),
+        seed=seed,
+        think_scale=None if think_scale is None else float(think_scale),
+    )
+    return LetterTable(rows)

@@ -20,6 +20,7 @@ from ._results import (
     ScenarioInfo as ScenarioInfo,
     Tunable as Tunable,
     Validation as Validation,
+    LetterTable as LetterTable,
 )
 
 __version__: str
@@ -63,6 +64,12 @@ def whatif(
     think_scale: float = 1.0,
 ) -> ReplayResults: ...
 def validate(trace: PathLike, device: str) -> Validation: ...
+def letter(
+    devices: Union[None, str, Sequence[str]] = None,
+    sched: Union[None, str, Sequence[str]] = None,
+    seed: Optional[int] = None,
+    think_scale: Optional[float] = None,
+) -> LetterTable: ...
 def expand_grid(
     grid: Mapping[str, Any], default_sched: Optional[Sequence[str]] = None
 ) -> List[Dict[str, Any]]: ...

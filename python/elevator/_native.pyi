@@ -64,3 +64,11 @@ def validate(trace: str, device: str) -> Dict[str, Json]:
 
 def check_set(setting: str) -> Tuple[str, str, int]:
     """Check `POLICY.TUNABLE=VALUE`."""
+
+def letter(
+    devices: Optional[List[str]] = None,
+    sched: Optional[List[str]] = None,
+    seed: Optional[int] = None,
+    think_scale: Optional[float] = None,
+) -> List[Dict[str, Json]]:
+    """The 2016 letter's table as rows."""

@@ -359,3 +359,21 @@ class Validation(_Record):
     demerit_ms: float
     demerit_unbinned_ms: float
     extra_fields: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+class LetterTable(list):
+    """The 2016 letter's table: a list of row dicts (``device``,
+    ``background``: idle, sequential or random; ``row``: throughput, xterm,
+    oowriter or konsole; ``scheduler``; ``value`` in ``unit``, None for a
+    start-up over the letter's 60 s timeout; ``letter``: the letter's
+    figure as printed there, or None)."""
+
+    def to_dict(self) -> List[Dict[str, Any]]:
+        """The rows (copies)."""
+        return [dict(r) for r in self]
+
+    def to_pandas(self):
+        """One row per (device, background, row, policy)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.to_dict())

@@ -462,6 +462,72 @@ fn validate(py: Python<'_>, trace: &str, device: &str) -> PyResult<PyObject> {
     to_py(py, &value)
 }
 
+/// The 2016 BFQ cover letter's table (`elevator letter`): one row per
+/// (device, background, row, policy) with ours and the letter's figure.
+#[pyfunction]
+#[pyo3(signature = (devices=None, sched=None, seed=None, think_scale=None))]
+fn letter(
+    py: Python<'_>,
+    devices: Option<Vec<String>>,
+    sched: Option<Vec<String>>,
+    seed: Option<u64>,
+    think_scale: Option<f64>,
+) -> PyResult<PyObject> {
+    use elevator_scenario::letter::{self, Background, LetterOptions, APPS};
+    let mut options = LetterOptions::default();
+    if let Some(d) = devices {
+        options.devices = d;
+    }
+    if let Some(s) = sched {
+        options.schedulers = s;
+    }
+    options.seed = seed;
+    options.think_scale = think_scale;
+    let checked = (|| {
+        check_policies(&Some(options.schedulers.clone()))?;
+        for d in &options.devices {
+            check_device(d)?;
+        }
+        Ok(())
+    })();
+    checked.map_err(|e| raise(py, &e))?;
+    let report = py
+        .allow_threads(|| letter::run_letter(&options, &mut |_| {}))
+        .map_err(|e| raise(py, &e))?;
+    let name = |bg: Background| match bg {
+        Background::Idle => "idle",
+        Background::Sequential => "sequential",
+        Background::Random => "random",
+    };
+    let mut rows = Vec::new();
+    for d in &report.devices {
+        for bg in [Background::Idle, Background::Sequential, Background::Random] {
+            for sched in &report.schedulers {
+                if bg != Background::Idle {
+                    rows.push(json!({
+                        "device": d.device, "background": name(bg), "row": "throughput",
+                        "scheduler": sched, "unit": "MiB/s",
+                        "value": d.throughput(bg, sched),
+                        "during_startups": d.throughput_during.get(&(bg, sched.clone())),
+                        "letter": letter::letter_figure("throughput", bg, sched),
+                    }));
+                }
+                for &(row, _, app) in &APPS {
+                    rows.push(json!({
+                        "device": d.device, "background": name(bg), "row": row,
+                        "application": app, "scheduler": sched, "unit": "s",
+                        "value": d.startup(bg, row, sched),
+                        "timed_out": d.startup.get(&(bg, row.to_string(), sched.clone()))
+                            .is_some_and(|v| v.is_none()),
+                        "letter": letter::letter_figure(row, bg, sched),
+                    }));
+                }
+            }
+        }
+    }
+    to_py(py, &Value::Array(rows))
+}
+
 /// Check a `POLICY.TUNABLE=VALUE` setting; `(policy, tunable, value)`.
 #[pyfunction]
 fn check_set(py: Python<'_>, setting: &str) -> PyResult<(String, String, i64)> {
@@ -481,6 +547,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(whatif, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(check_set, m)?)?;
+    m.add_function(wrap_pyfunction!(letter, m)?)?;
     m.add("__doc__", "The simulator behind the `elevator` package.")?;
     Ok(())
 }
