@@ -34,6 +34,7 @@ from ._results import (
     Tunable,
     Validation,
     LetterTable,
+    TuneResult,
 )
 from ._sweep import sweep, expand_grid
 
@@ -44,6 +45,7 @@ __all__ = [
     "whatif",
     "validate",
     "letter",
+    "tune",
     "sweep",
     "expand_grid",
     "policies",
@@ -64,6 +66,7 @@ __all__ = [
     "ReplayResults",
     "Validation",
     "LetterTable",
+    "TuneResult",
 ]
 
 __version__ = "0.1.0"
@@ -295,3 +298,45 @@ def letter(
         think_scale=None if think_scale is None else float(think_scale),
     )
     return LetterTable(rows)
+
+
+def tune(
+    workload: ScenarioLike,
+    objective: str,
+    device: Optional[str] = None,
+    sched: Union[None, str, Sequence[str]] = None,
+    budget: int = 64,
+    seed: int = 1,
+    threads: Optional[int] = None,
+    cpu_cost: bool = True,
+    trace: bool = False,
+) -> TuneResult:
+    """Search policies, tunables and block settings for ``objective``, as
+    ``elevator tune`` does in the simulator (see docs/tune.md; no
+    ``--verify``: that needs a real device).
+
+    ``workload``: a scenario (what :func:`run` takes) or, with
+    ``trace=True``, a block trace replayed on ``device``. ``objective``:
+    e.g. ``"minimize p99(reader)"`` or ``"maximize mb_s subject to
+    p99(app) < 50ms"``. ``sched``: the policies searched (default: those
+    that honour what the workload uses). ``budget``: most evaluations;
+    ``threads``: 0 or None for one per core. ``cpu_cost``: charge each
+    policy's CPU cost per request. Returns a :class:`TuneResult`, trials
+    best first.
+    """
+    if trace:
+        args = {"workload": os.fspath(workload), "kind": "trace"}
+    else:
+        a = _scenario_args(workload)
+        args = {"workload": a["scenario"], "kind": a["kind"], "file": a.get("file")}
+    data = _native.tune(
+        **args,
+        objective=objective,
+        device=None if device is None else os.fspath(device),
+        sched=_names(sched, "sched") or [],
+        budget=int(budget),
+        seed=int(seed),
+        threads=int(threads or 0),
+        cpu_cost=bool(cpu_cost),
+    )
+    return TuneResult(data)

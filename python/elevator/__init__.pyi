@@ -21,6 +21,7 @@ from ._results import (
     Tunable as Tunable,
     Validation as Validation,
     LetterTable as LetterTable,
+    TuneResult as TuneResult,
 )
 
 __version__: str
@@ -70,6 +71,17 @@ def letter(
     seed: Optional[int] = None,
     think_scale: Optional[float] = None,
 ) -> LetterTable: ...
+def tune(
+    workload: ScenarioLike,
+    objective: str,
+    device: Optional[str] = None,
+    sched: Union[None, str, Sequence[str]] = None,
+    budget: int = 64,
+    seed: int = 1,
+    threads: Optional[int] = None,
+    cpu_cost: bool = True,
+    trace: bool = False,
+) -> TuneResult: ...
 def expand_grid(
     grid: Mapping[str, Any], default_sched: Optional[Sequence[str]] = None
 ) -> List[Dict[str, Any]]: ...

@@ -72,3 +72,17 @@ def letter(
     think_scale: Optional[float] = None,
 ) -> List[Dict[str, Json]]:
     """The 2016 letter's table as rows."""
+
+def tune(
+    workload: str,
+    objective: str,
+    kind: str = "auto",
+    file: Optional[str] = None,
+    device: Optional[str] = None,
+    sched: List[str] = ...,
+    budget: int = 64,
+    seed: int = 1,
+    threads: int = 0,
+    cpu_cost: bool = True,
+) -> Dict[str, Json]:
+    """Search settings for an objective; trials best first."""

@@ -377,3 +377,49 @@ class LetterTable(list):
         import pandas as pd
 
         return pd.DataFrame(self.to_dict())
+
+
+class TuneResult:
+    """What :func:`elevator.tune` found: ``trials`` best first (each a dict
+    with ``rank``, ``setting``, ``scheduler``, ``tunables``, ``block``,
+    ``values`` (one per goal), ``feasible``, ``violation``, ``error``,
+    ``kernel_default``), and the search's ``evaluations``, ``exhaustive``,
+    ``stopped_early``, ``space_size``, ``goals``."""
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self._data = data
+        self.workload: str = data["workload"]
+        self.objective: str = data["objective"]
+        self.goals: List[str] = data["goals"]
+        self.trials: List[Dict[str, Any]] = data["trials"]
+        self.evaluations: int = data["evaluations"]
+        self.exhaustive: bool = data["exhaustive"]
+        self.stopped_early: bool = data["stopped_early"]
+        self.space_size: int = data["space_size"]
+
+    @property
+    def best(self) -> Optional[Dict[str, Any]]:
+        """The best trial, or None if nothing ran."""
+        return self.trials[0] if self.trials else None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Everything, as plain values."""
+        import copy
+
+        return copy.deepcopy(self._data)
+
+    def to_pandas(self):
+        """One row per trial: the setting, each goal's value, feasibility."""
+        import pandas as pd
+
+        rows = []
+        for t in self.trials:
+            row = {k: v for k, v in t.items() if k not in ("values", "tunables", "block")}
+            for goal, value in zip(self.goals, t["values"]):
+                row[goal] = value
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        best = self.best["setting"] if self.best else None
+        return f"TuneResult({self.objective!r}, {self.evaluations} evaluations, best={best!r})"

@@ -528,6 +528,115 @@ fn letter(
     to_py(py, &Value::Array(rows))
 }
 
+/// Search policies, tunables and block settings for `objective` on a
+/// scenario (or a trace with `device`), as `elevator tune` does without
+/// `--verify`: every trial ranked best first, failures included.
+#[pyfunction]
+#[pyo3(signature = (workload, objective, kind="auto", file=None, device=None, sched=Vec::new(), budget=64, seed=1, threads=0, cpu_cost=true))]
+#[allow(clippy::too_many_arguments)]
+fn tune(
+    py: Python<'_>,
+    workload: &str,
+    objective: &str,
+    kind: &str,
+    file: Option<&str>,
+    device: Option<String>,
+    sched: Vec<String>,
+    budget: usize,
+    seed: u64,
+    threads: usize,
+    cpu_cost: bool,
+) -> PyResult<PyObject> {
+    use elevator_tune::eval::{evaluate, EvalOptions, TuneWorkload};
+    use elevator_tune::objective::Objective;
+    use elevator_tune::search::{search, SearchOptions};
+    use elevator_tune::space::{Setting, Space};
+    let prepared = (|| {
+        let objective = Objective::parse(objective)
+            .map_err(|e| arg_error("objective", e.to_string()))?;
+        // A trace file (not a scenario) is replayed on `device`.
+        let is_trace = kind == "trace";
+        let workload = if is_trace {
+            let device = device
+                .clone()
+                .ok_or_else(|| arg_error("device", "a trace needs a device"))?;
+            TuneWorkload::Trace(ReplayConfig {
+                trace: workload.to_string(),
+                format: None,
+                device,
+                mode: ReplayMode::Open { time_scale: 1.0 },
+            })
+        } else {
+            TuneWorkload::Scenario(Box::new(load(workload, kind, file)?))
+        };
+        let eval_options = EvalOptions {
+            device: device.clone(),
+            seed,
+            cpu_cost,
+        };
+        let dev = workload
+            .device(&eval_options)
+            .map_err(|e| arg_error("device", e))?;
+        check_device(&dev)?;
+        let limits = elevator_device::open(&dev)
+            .map_err(|e| arg_error("device", format!("{dev:?}: {e}")))?
+            .limits();
+        let space = Space::new(&sched, workload.uses(), workload.block_axes(limits.rotational))
+            .map_err(|e| arg_error("sched", e))?;
+        let kernel_default = Setting::defaults(elevator_tune::apply::kernel_default(&limits));
+        Ok((objective, workload, eval_options, space, kernel_default))
+    })();
+    let (objective, workload, eval_options, space, kernel_default) =
+        prepared.map_err(|e: ScenarioError| raise(py, &e))?;
+    let mut baselines = vec![kernel_default.clone()];
+    baselines.extend(space.policies.iter().map(|p| Setting::defaults(&p.policy)));
+    let options = SearchOptions {
+        budget,
+        exhaustive_limit: budget as u64,
+        seed,
+        threads,
+        ..SearchOptions::default()
+    };
+    let result = py.allow_threads(|| {
+        let eval = |s: &Setting| evaluate(&workload, s, &eval_options);
+        search(&space, &objective, &eval, &baselines, &options, &|_, _| {})
+    });
+    let trials: Vec<Value> = result
+        .ranked
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let (values, feasible, violation, error) = match &t.score {
+                Ok(s) => (s.values.clone(), s.feasible(), s.violation, None),
+                Err(e) => (Vec::new(), false, 0.0, Some(e.clone())),
+            };
+            json!({
+                "rank": i + 1,
+                "setting": t.setting.to_string(),
+                "scheduler": t.setting.policy,
+                "tunables": t.setting.tunables.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                "block": t.setting.block.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                "values": values,
+                "feasible": feasible,
+                "violation": violation,
+                "error": error,
+                "kernel_default": t.setting == kernel_default,
+            })
+        })
+        .collect();
+    let value = json!({
+        "workload": workload.name(),
+        "objective": objective.text,
+        "goals": objective.goals.iter().map(|g| g.metric.to_string()).collect::<Vec<_>>(),
+        "exhaustive": result.exhaustive,
+        "evaluations": result.evaluations,
+        "stopped_early": result.stopped_early,
+        "space_size": result.space_size,
+        "trials": trials,
+    });
+    to_py(py, &value)
+}
+
 /// Check a `POLICY.TUNABLE=VALUE` setting; `(policy, tunable, value)`.
 #[pyfunction]
 fn check_set(py: Python<'_>, setting: &str) -> PyResult<(String, String, i64)> {
@@ -548,6 +657,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(check_set, m)?)?;
     m.add_function(wrap_pyfunction!(letter, m)?)?;
+    m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add("__doc__", "The simulator behind the `elevator` package.")?;
     Ok(())
 }
