@@ -231,22 +231,25 @@ class Report(_Record):
 
 
 def _run_row(base: Dict[str, Any], r: Run) -> Dict[str, Any]:
-    row = dict(base)
+    # The policy and its headline figure first (what a printed frame shows).
+    row = {"scheduler": base.get("scheduler"), "variant": base.get("variant")}
     row.update(
         {
             "result": r.result.value,
-            "result_name": r.result.name,
             "result_unit": r.result.unit,
             "result_cut": r.result.cut,
             "published": r.published,
-            "simulated_s": r.simulated_s,
             "aggregate_mb_s": r.aggregate_mb_s,
-            "device_busy_s": r.device.busy_s,
+            "simulated_s": r.simulated_s,
             "utilization": r.device.utilization,
             "requests": r.device.requests,
             "seeks": r.device.seeks,
+            "device_busy_s": r.device.busy_s,
+            "result_name": r.result.name,
         }
     )
+    for k, v in base.items():
+        row.setdefault(k, v)
     return row
 
 

@@ -24,6 +24,8 @@ WORKLOAD = {
     "description": "a sequential reader, a random reader and a random writer",
     "device": "ide-2003",
     "schedulers": ["deadline"],
+    "result": {"name": "last reader's completion", "unit": "s", "metric": "completion",
+               "job": "seq", "reduce": "max"},
     "job": [
         {"name": "seq", "rw": "read", "bs": "128k", "size": "8m"},
         {"name": "rand", "rw": "randread", "bs": "4k", "size": "1m"},

@@ -16,6 +16,13 @@ description = "two readers on an IDE disk"
 device = "ide-2003"
 schedulers = ["deadline", "noop"]
 
+[result]
+name = "seconds until the last reader finishes"
+unit = "s"
+metric = "completion"
+job = "reader"
+reduce = "max"
+
 [[job]]
 name = "reader"
 count = 2
@@ -113,7 +120,7 @@ def test_unknown_policy_device_tunable_and_scenario_raise():
     with pytest.raises(ScenarioError):
         elevator.run(12)  # type: ignore[arg-type]
     with pytest.raises(ScenarioError) as e:
-        elevator.run({"name": "x", "device": "ide-2003", "job": [{"name": "a", "bs": []}]})
+        elevator.run({"name": "x", "device": "ide-2003", "job": [{"name": "a", "rw": "read", "bs": []}]})
     assert e.value.file == "<dict>"
 
 

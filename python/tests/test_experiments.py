@@ -11,6 +11,8 @@ WORKLOAD = {
     "description": "a reader against a random writer",
     "device": "ide-2003",
     "schedulers": ["deadline"],
+    "result": {"name": "last reader's completion", "unit": "s", "metric": "completion",
+               "job": "reader", "reduce": "max"},
     "job": [
         {"name": "reader", "rw": "read", "bs": "64k", "size": "2m"},
         {"name": "writer", "rw": "randwrite", "bs": "4k", "size": "1m"},

@@ -14,6 +14,8 @@ WORKLOAD = {
     "description": "a reader and a writer on an IDE disk",
     "device": "ide-2003",
     "schedulers": ["deadline", "noop"],
+    "result": {"name": "last reader's completion", "unit": "s", "metric": "completion",
+               "job": "reader", "reduce": "max"},
     "job": [
         {"name": "reader", "rw": "read", "bs": "64k", "size": "2m"},
         {"name": "writer", "rw": "randwrite", "bs": "4k", "size": "512k"},
