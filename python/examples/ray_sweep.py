@@ -27,9 +27,9 @@ WORKLOAD = {
     "result": {"name": "last reader's completion", "unit": "s", "metric": "completion",
                "job": "seq", "reduce": "max"},
     "job": [
-        {"name": "seq", "rw": "read", "bs": "128k", "size": "8m"},
-        {"name": "rand", "rw": "randread", "bs": "4k", "size": "1m"},
-        {"name": "writer", "rw": "randwrite", "bs": "4k", "size": "1m"},
+        {"name": "seq", "rw": "read", "bs": "128k", "size": "32m"},
+        {"name": "rand", "rw": "randread", "bs": "4k", "size": "3m"},
+        {"name": "writer", "rw": "randwrite", "bs": "4k", "size": "3m"},
     ],
 }
 

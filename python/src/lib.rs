@@ -143,8 +143,8 @@ fn parse_set(s: &str) -> Result<(String, String, i64), ScenarioError> {
         elevator_scenario::apply_block(&mut probe, tunable, value).map_err(err)?;
         return Ok(("block".into(), tunable.to_string(), value));
     }
-    let t = elevator_sched::find(policy)
-        .ok_or_else(|| err(format!("unknown scheduler {policy:?}")))?;
+    let t =
+        elevator_sched::find(policy).ok_or_else(|| err(format!("unknown scheduler {policy:?}")))?;
     t.tunables([(tunable, value)])
         .map_err(|e| err(e.to_string()))?;
     Ok((policy.to_string(), tunable.to_string(), value))
@@ -263,8 +263,12 @@ fn policy_json(t: &elevator_sched::SchedulerType) -> Value {
 /// One policy (by name or alias), as `policies()` lists it.
 #[pyfunction]
 fn policy(py: Python<'_>, name: &str) -> PyResult<PyObject> {
-    let t = elevator_sched::find(name)
-        .ok_or_else(|| raise(py, &arg_error("policy", format!("unknown scheduler {name:?}"))))?;
+    let t = elevator_sched::find(name).ok_or_else(|| {
+        raise(
+            py,
+            &arg_error("policy", format!("unknown scheduler {name:?}")),
+        )
+    })?;
     to_py(py, &policy_json(t))
 }
 
@@ -419,7 +423,10 @@ fn whatif(
         let known: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
         raise(
             py,
-            &arg_error("by", format!("{by:?}: unknown (known: {})", known.join(", "))),
+            &arg_error(
+                "by",
+                format!("{by:?}: unknown (known: {})", known.join(", ")),
+            ),
         )
     })?;
     let variants = variants(variants_list).map_err(|e| raise(py, &e))?;
@@ -552,8 +559,8 @@ fn tune(
     use elevator_tune::search::{search, SearchOptions};
     use elevator_tune::space::{Setting, Space};
     let prepared = (|| {
-        let objective = Objective::parse(objective)
-            .map_err(|e| arg_error("objective", e.to_string()))?;
+        let objective =
+            Objective::parse(objective).map_err(|e| arg_error("objective", e.to_string()))?;
         // A trace file (not a scenario) is replayed on `device`.
         let is_trace = kind == "trace";
         let workload = if is_trace {
@@ -581,8 +588,12 @@ fn tune(
         let limits = elevator_device::open(&dev)
             .map_err(|e| arg_error("device", format!("{dev:?}: {e}")))?
             .limits();
-        let space = Space::new(&sched, workload.uses(), workload.block_axes(limits.rotational))
-            .map_err(|e| arg_error("sched", e))?;
+        let space = Space::new(
+            &sched,
+            workload.uses(),
+            workload.block_axes(limits.rotational),
+        )
+        .map_err(|e| arg_error("sched", e))?;
         let kernel_default = Setting::defaults(elevator_tune::apply::kernel_default(&limits));
         Ok((objective, workload, eval_options, space, kernel_default))
     })();
