@@ -18,7 +18,7 @@ import elevator
 from elevator._sweep import _workload_args, evaluate
 
 # A short mixed workload: a sequential reader, a random reader and a
-# random writer on one disk (tens of milliseconds of CPU per run).
+# random writer on one disk (some 10-30 ms of CPU per run).
 WORKLOAD = {
     "name": "ray-sweep",
     "description": "a sequential reader, a random reader and a random writer",
@@ -27,9 +27,9 @@ WORKLOAD = {
     "result": {"name": "last reader's completion", "unit": "s", "metric": "completion",
                "job": "seq", "reduce": "max"},
     "job": [
-        {"name": "seq", "rw": "read", "bs": "128k", "size": "32m"},
-        {"name": "rand", "rw": "randread", "bs": "4k", "size": "3m"},
-        {"name": "writer", "rw": "randwrite", "bs": "4k", "size": "3m"},
+        {"name": "seq", "rw": "read", "bs": "128k", "size": "128m"},
+        {"name": "rand", "rw": "randread", "bs": "4k", "size": "12m"},
+        {"name": "writer", "rw": "randwrite", "bs": "4k", "size": "12m"},
     ],
 }
 
