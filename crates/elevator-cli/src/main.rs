@@ -195,10 +195,12 @@ enum Command {
         action: DeviceCommand,
     },
     /// Run every experiment with published figures (the 2003 benchmarks, the
-    /// 2016 BFQ letter on both devices, any scenario with a `[published]` table)
-    /// in parallel, and print ours beside theirs with a verdict per table.
+    /// 2016 BFQ letter on both devices, the 2009 threads' tables, any scenario
+    /// with a `[published]` or `[[table]]` section) in parallel, and print ours
+    /// beside theirs with a verdict per table.
     Reproduce {
-        /// Only experiments whose name contains PATTERN (`morton-7`, `letter`).
+        /// Only experiments whose name or thread contains PATTERN (`morton-7`,
+        /// `letter`; the 2009 threads: `brunelle`, `zoccolo`, `goyal`, `righi`).
         #[arg(long, value_name = "PATTERN")]
         only: Option<String>,
         /// Threads to run on (default: one per core).

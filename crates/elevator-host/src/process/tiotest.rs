@@ -13,10 +13,12 @@
 //! The threads share one report row. Every timed call is a per-call sample
 //! (`seq_write.write`, `rand_write.write`, `seq_read.read`,
 //! `rand_read.read`, and `seq_write.fsync`, `rand_write.fsync`). Extras per
-//! phase (`seq_write`, `rand_write`, `seq_read`, `rand_read`): the rate
-//! `{phase}_mb_s` (MiB over the phase's wall time, first thread's start to
-//! last thread's end) and the latency figures `{phase}_lat_avg_ms`,
+//! phase (`seq_write`, `rand_write`, `seq_read`, `rand_read`): the phase's
+//! wall time `{phase}_time_s` (first thread's start to last thread's end,
+//! the results table's "Time"), the rate `{phase}_mb_s` (MiB, tiotest's
+//! "MB", over that time) and the latency figures `{phase}_lat_avg_ms`,
 //! `{phase}_lat_max_ms`, `{phase}_pct_over_2s`, `{phase}_pct_over_10s`.
+//! These are what a `[[table]]` cell selects (`extra:rand_read_lat_avg_ms`).
 //! Random phases count `threads x random_ops x bs` bytes, as tiotest 0.3.3
 //! did (0.3.5 to 0.4.2 counted the whole file instead).
 //!
@@ -282,6 +284,7 @@ impl Program for TiotestThread {
                     *total += mb;
                     let total = *total;
                     if end > start {
+                        x.insert(key(p, "time_s"), end - start);
                         x.insert(key(p, "mb_s"), total / (end - start));
                     }
                     let calls = x.get(&key(p, "calls")).copied().unwrap_or(0.0).max(1.0);
