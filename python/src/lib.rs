@@ -124,30 +124,17 @@ fn read_file(path: &str) -> Result<Scenario, ScenarioError> {
     Scenario::parse(path, &text)
 }
 
-/// `POLICY.TUNABLE=VALUE` checked as the CLI's `--set` checks it.
+/// `POLICY.TUNABLE=VALUE` checked as the CLI's `--set` checks it (one
+/// parser for both: [`elevator_sched::stack::parse_override`]).
 fn parse_set(s: &str) -> Result<(String, String, i64), ScenarioError> {
-    let bad = || {
-        arg_error(
-            "set",
-            format!("{s:?}: expected POLICY.TUNABLE=VALUE, e.g. deadline.fifo_batch=8"),
-        )
-    };
-    let (key, value) = s.split_once('=').ok_or_else(bad)?;
-    // Policy names may hold dots (cfq-2.6.32), tunable names never do.
-    let (policy, tunable) = key.rsplit_once('.').ok_or_else(bad)?;
-    let (policy, tunable) = (policy.trim(), tunable.trim());
-    let value: i64 = value.trim().parse().map_err(|_| bad())?;
-    let err = |m: String| arg_error(&format!("set.{policy}.{tunable}"), m);
-    if policy == "block" {
-        let mut probe = elevator_sim::EngineConfig::default();
-        elevator_scenario::apply_block(&mut probe, tunable, value).map_err(err)?;
-        return Ok(("block".into(), tunable.to_string(), value));
-    }
-    let t =
-        elevator_sched::find(policy).ok_or_else(|| err(format!("unknown scheduler {policy:?}")))?;
-    t.tunables([(tunable, value)])
-        .map_err(|e| err(e.to_string()))?;
-    Ok((policy.to_string(), tunable.to_string(), value))
+    elevator_sched::stack::parse_override(s).map_err(|e| {
+        // Name the setting as `set.POLICY.TUNABLE` when the text got that far.
+        let key = match s.split_once('=') {
+            Some((k, _)) if k.contains('.') => format!("set.{}", k.trim()),
+            _ => "set".to_string(),
+        };
+        arg_error(&key, e.message())
+    })
 }
 
 fn check_policies(sched: &Option<Vec<String>>) -> Result<(), ScenarioError> {
