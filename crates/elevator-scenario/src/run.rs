@@ -91,13 +91,13 @@ pub fn run(
 }
 
 /// The labels of a sweep's points, as runs carry them (`rand=4`,
-/// `fsync-tester.prio=rt/4`, `inflight_limit=256k`), in order.
+/// `fsync-tester=rt/4`, `inflight_limit=256k`), in order.
 pub(crate) fn variants_labels(sweep: &Sweep) -> Vec<String> {
     match sweep {
         Sweep::Count { job, counts } => counts.iter().map(|c| format!("{job}={c}")).collect(),
         Sweep::Prio { target, prios } => prios
             .iter()
-            .map(|(text, _)| format!("{target}.prio={text}"))
+            .map(|(text, _)| format!("{target}={text}"))
             .collect(),
         Sweep::InflightLimit(limits) => limits
             .iter()

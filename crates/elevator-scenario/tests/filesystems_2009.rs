@@ -68,6 +68,8 @@ fn fsync_tester_2009_commits_the_journal_on_every_fsync() {
         .unwrap()
         .unwrap();
     let report = run(&s, &RunOptions::default(), &mut |_| {}).unwrap();
+    // Three policies, each with the tester at its own priority and at
+    // `ionice -c1` (the scenario's priority sweep).
     assert_eq!(report.runs.len(), 3 * s.sweep_points());
     for r in &report.runs {
         let tester = r.jobs.iter().find(|j| j.name == "fsync-tester").unwrap();
