@@ -1460,8 +1460,8 @@ mod tests {
         // Task 1 alternates between sectors 2M apart: its mean seek distance
         // is about 2M sectors. While CFQ idles on it, task 2's request 100k
         // sectors (50 MB) from where task 1 left the head is "close" by
-        // 2.6.32's cfq_rq_close (the mean, uncapped) and preempts; 2.6.33
-        // and later capped the distance at 4 MiB (8192 sectors).
+        // 2.6.32's cfq_rq_close (the mean, uncapped) and preempts; capped
+        // at 4 MiB (8192 sectors), as this model had it, it is not.
         let mut s = Cfq2632::new(&QueueLimits::default());
         let start = Instant::ZERO;
         let now = serve(
