@@ -750,7 +750,7 @@ impl Cfq2632 {
     /// `cfq_should_preempt` (2.6.32): whether `new` preempts, and whether
     /// it does so as a close cooperator (the last rule), which marks it.
     fn should_preempt(&self, new: QueueId, r: &Request, now: Instant) -> Option<Preempt> {
-        let Some(a) = self.active else { return None };
+        let a = self.active?;
         let (n, q) = (self.q(new), self.q(a));
         if self.slice_used(a, now) {
             return Some(Preempt::Rule);
