@@ -36,6 +36,11 @@ pub const MAX_SCENARIO_BYTES: usize = 4 << 20;
 /// instead of filling memory.
 pub const MAX_TASKS: u64 = 0x8000;
 
+/// The most disks a scenario may run its setup on (`disks`): a 2009
+/// 16-way box with 12 disks is the largest setup the seeds describe, and
+/// each disk is a whole simulation.
+pub const MAX_DISKS: i64 = 64;
+
 type S<T> = Spanned<T>;
 
 #[derive(Deserialize)]
@@ -47,6 +52,7 @@ struct RawScenario {
     schedulers: Option<Vec<S<String>>>,
     seed: Option<u64>,
     time_limit: Option<S<String>>,
+    disks: Option<S<i64>>,
     per_job: Option<S<String>>,
     per_group: Option<S<String>>,
     result: RawResult,
@@ -217,6 +223,13 @@ pub struct Scenario {
     pub schedulers: Vec<String>,
     pub seed: u64,
     pub time_limit: Duration,
+    /// The whole setup runs on this many identical, independent disks
+    /// (each its own device, block layer, policy and copy of every job and
+    /// process, with a seed derived from the run's for every disk after
+    /// the first), and each job's figures are summed over them: a test run
+    /// "for each of 12 attached disks" and tabulated per task, as
+    /// Brunelle's 2009 tables are. 1 unless the file says `disks = N`.
+    pub disks: u32,
     /// The per-job table shows KiB read and written (`per_job = "kib"`,
     /// the layout of Brunelle's 2009 priority tables) instead of times,
     /// rates and latencies (`"default"`).
@@ -329,6 +342,10 @@ impl Scenario {
         let time_limit = match &raw.time_limit {
             Some(t) => cx.duration(t, "time_limit")?,
             None => DEFAULT_TIME_LIMIT,
+        };
+        let disks = match &raw.disks {
+            Some(d) => cx.int(d, "disks", 1, MAX_DISKS)? as u32,
+            None => 1,
         };
         let per_job_kib = cx.either(&raw.per_job, "per_job", ["default", "kib"], false)?;
         let per_group_wide = cx.either(&raw.per_group, "per_group", ["default", "wide"], false)?;
@@ -465,6 +482,7 @@ impl Scenario {
             schedulers,
             seed: raw.seed.unwrap_or(1),
             time_limit,
+            disks,
             per_job_kib,
             per_group_wide,
             result,

@@ -1,7 +1,7 @@
 //! Running a scenario under one or more policies.
 
 use crate::{Scenario, ScenarioError, Sweep};
-use elevator_core::{GroupId, Instant, QueueLimits, SECTOR_SIZE};
+use elevator_core::{GroupId, Instant, Prng, QueueLimits, SECTOR_SIZE};
 use elevator_metrics::{
     DeviceReport, GroupReport, JobChart, JobStats, LatencyStats, Report, ResultValue, RunReport,
     Throughput,
@@ -210,40 +210,76 @@ fn run_policy_traced(
             wbt: scenario.wbt,
         })
         .check(check);
-    let mut dev = elevator_device::open(device)
-        .map_err(|e| ScenarioError::command_line(None, format!("device {device:?}: {e}")))?;
-    if !scenario.faults.is_empty() {
-        dev = Box::new(elevator_device::Faulty::new(
-            dev,
-            scenario.faults.clone(),
-            seed,
-        ));
-    }
+    let open_device = |seed: u64| -> Result<Box<dyn elevator_device::Device>, ScenarioError> {
+        let dev = elevator_device::open(device)
+            .map_err(|e| ScenarioError::command_line(None, format!("device {device:?}: {e}")))?;
+        Ok(if scenario.faults.is_empty() {
+            dev
+        } else {
+            Box::new(elevator_device::Faulty::new(
+                dev,
+                scenario.faults.clone(),
+                seed,
+            ))
+        })
+    };
     let mut config = *scenario
         .block_by_policy
         .get(name)
         .unwrap_or(&scenario.block);
     config.time_limit = Instant::ZERO + scenario.time_limit;
-    let (mut engine, stack) = Engine::build(builder, dev, config);
-    let config = *engine.config();
-    let limits = stack.limits;
-
-    let (mut mix, measured, job_groups) =
-        build_workload(scenario, name, &limits, seed, config.nr_requests[1])?;
-    engine.set_context(replay_context(scenario, name, device, seed, overrides));
-    if record.trace {
-        engine.enable_trace();
+    // Disk 0 runs with the run's seed; the others (`disks`) with seeds
+    // derived from it, each a whole simulation of its own. Each job's
+    // statistics are summed over the disks.
+    let mut merged: Option<(Vec<JobStats>, Vec<bool>, Vec<GroupId>)> = None;
+    let mut summaries = Vec::new();
+    let mut trace = None;
+    let mut stack = None;
+    for disk in 0..scenario.disks {
+        let disk_seed = if disk == 0 {
+            seed
+        } else {
+            Prng::derive(seed, &format!("disk {disk}")).next_u64()
+        };
+        let (mut engine, info) = Engine::build(builder.clone(), open_device(disk_seed)?, config);
+        let limits = info.limits;
+        let (mut mix, measured, job_groups) = build_workload(
+            scenario,
+            name,
+            &limits,
+            disk_seed,
+            engine.config().nr_requests[1],
+        )?;
+        engine.set_context(replay_context(scenario, name, device, seed, overrides));
+        // The trace and the published clock follow the first disk.
+        if record.trace && disk == 0 {
+            engine.enable_trace();
+        }
+        if record.charts {
+            mix.record_series();
+        }
+        if let (Some(clock), 0) = (&record.clock, disk) {
+            engine.publish_time(clock.clone());
+        }
+        summaries.push(engine.run(&mut mix));
+        if disk == 0 {
+            trace = engine.take_trace();
+            stack = Some((info, *engine.config()));
+        }
+        let stats = mix.stats();
+        merged = Some(match merged.take() {
+            None => (stats, measured, job_groups),
+            Some((mut sum, measured, job_groups)) => {
+                for (s, d) in sum.iter_mut().zip(&stats) {
+                    add_job_stats(s, d);
+                }
+                (sum, measured, job_groups)
+            }
+        });
     }
-    if record.charts {
-        mix.record_series();
-    }
-    if let Some(clock) = record.clock {
-        engine.publish_time(clock);
-    }
-    let summary = engine.run(&mut mix);
-    let trace = engine.take_trace();
-
-    let stats = mix.stats();
+    let (stats, measured, job_groups) = merged.expect("at least one disk");
+    let (stack, config) = stack.expect("at least one disk");
+    let summary = sum_summaries(&summaries);
     let mut jobs: Vec<_> = stats.iter().map(|s| s.report(summary.end)).collect();
     let groups = if scenario.groups.len() > 1 {
         for (j, g) in jobs.iter_mut().zip(&job_groups) {
@@ -262,6 +298,7 @@ fn run_policy_traced(
     }
     let end_s = summary.end.as_secs_f64();
     let busy_s = summary.device.busy_ns as f64 / 1e9;
+    let disk_s = end_s * f64::from(scenario.disks);
     let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
     Ok(RunReport {
         scheduler: name.to_string(),
@@ -294,8 +331,8 @@ fn run_policy_traced(
         },
         device: DeviceReport {
             busy_s,
-            utilization: if end_s > 0.0 {
-                (busy_s / end_s).min(1.0)
+            utilization: if disk_s > 0.0 {
+                (busy_s / disk_s).min(1.0)
             } else {
                 0.0
             },
@@ -311,6 +348,50 @@ fn run_policy_traced(
             Vec::new()
         },
     })
+}
+
+/// Add one disk's statistics of a job to its sum over the disks: bytes,
+/// I/Os, errors, device time and latencies add; the job ran from the
+/// earliest start to the latest finish.
+fn add_job_stats(sum: &mut JobStats, disk: &JobStats) {
+    debug_assert_eq!(sum.name, disk.name, "every disk runs the same jobs");
+    sum.read_bytes += disk.read_bytes;
+    sum.write_bytes += disk.write_bytes;
+    sum.ios += disk.ios;
+    sum.errors += disk.errors;
+    sum.disk_time += disk.disk_time;
+    sum.latency.merge(&disk.latency);
+    sum.started = match (sum.started, disk.started) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    sum.finished = match (sum.finished, disk.finished) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        _ => None,
+    };
+    for (k, v) in &disk.extra {
+        *sum.extra.entry(k.clone()).or_insert(0.0) += v;
+    }
+    if let (Some(s), Some(d)) = (&mut sum.series, &disk.series) {
+        s.merge(d);
+    }
+}
+
+/// The disks' runs as one: the last to end, and the devices' counts added.
+fn sum_summaries(summaries: &[elevator_sim::RunSummary]) -> elevator_sim::RunSummary {
+    let mut sum = summaries[0].clone();
+    for s in &summaries[1..] {
+        sum.end = sum.end.max(s.end);
+        sum.timed_out |= s.timed_out;
+        sum.completed += s.completed;
+        sum.errors += s.errors;
+        sum.events += s.events;
+        sum.device.requests += s.device.requests;
+        sum.device.seeks += s.device.seeks;
+        sum.device.seek_distance += s.device.seek_distance;
+        sum.device.busy_ns += s.device.busy_ns;
+    }
+    sum
 }
 
 /// Points per latency CDF: enough for a smooth curve, few enough that a

@@ -101,6 +101,20 @@ fn bad_values_name_file_line_and_key() {
             "my.toml:3: key `schedulers`",
         ),
         (GOOD.replace("name = \"t\"", "name = \"t"), "my.toml:2"),
+        (
+            GOOD.replace(
+                "description = \"a test\"",
+                "description = \"a test\"\ndisks = 0",
+            ),
+            "my.toml:4: key `disks`",
+        ),
+        (
+            GOOD.replace(
+                "description = \"a test\"",
+                "description = \"a test\"\ndisks = 65",
+            ),
+            "my.toml:4: key `disks`",
+        ),
     ];
     for (text, want) in cases {
         let got = err(&text);

@@ -108,13 +108,18 @@ pub struct EngineConfig {
     /// with the next request. Off: the workload hears of the completion
     /// first and may submit before the next dispatch.
     pub restart_before_wakeup: bool,
-    /// 2.6.30+ request allocation (v2.6.32 block/blk-core.c `get_request`):
-    /// the two lists count sync and async requests (commit 1faa16d) instead
-    /// of reads and writes; the policy is asked `may_queue` first; a task
-    /// that filled a list or waited for a slot becomes a batcher
-    /// (`ioc_set_batching`) and may allocate past a full list for
-    /// `BLK_BATCH_REQ` requests or `BLK_BATCH_TIME`, as may a request the
-    /// policy answers `Must` for, up to the hard cap of 3/2 × `nr_requests`.
+    /// 2.6.30+ request allocation (v2.6.32 block/blk-core.c `get_request`,
+    /// `get_request_wait`, `freed_request`): the two lists count sync and
+    /// async requests (commit 1faa16d) instead of reads and writes; the
+    /// policy is asked `may_queue` first; a task that filled a list or
+    /// waited for a slot becomes a batcher (`ioc_set_batching`) and may
+    /// allocate past a full list for `BLK_BATCH_REQ` requests or
+    /// `BLK_BATCH_TIME`, as may a request the policy answers `Must` for, up
+    /// to the hard cap of 3/2 × `nr_requests`. A task that cannot allocate
+    /// sleeps holding what it submits until a freed request wakes it (one
+    /// task per freed request below `nr_requests`, in the order they went
+    /// to sleep); nobody else waits behind it: a task that is awake takes
+    /// any request `get_request` grants.
     pub sync_lists: bool,
     /// The congestion bits of 2.6.30+ (with `sync_lists`): a list is
     /// congested from [`congestion_on`] requests until it falls below
@@ -206,18 +211,27 @@ impl EngineConfig {
     /// lists counting sync and async requests, batching and the policy's
     /// `may_queue` (see [`EngineConfig::sync_lists`]), the lists'
     /// congestion bits read by the host's writeback
-    /// ([`EngineConfig::congestion`]), and plugging with `unplug_thresh`
-    /// 4 and `unplug_delay` 3 ms ([`EngineConfig::plugging`]). Departures:
-    /// a woken sleeper is the oldest waiting request of its list, one per
-    /// freed slot, as `freed_request` wakes one exclusive waiter; the
-    /// unplug timer fires at its instant, not through kblockd; the workload
-    /// sees the congestion bit as it was when the engine called it, plus
-    /// its own async writes of that call.
+    /// ([`EngineConfig::congestion`]), plugging with `unplug_thresh`
+    /// 4 and `unplug_delay` 3 ms ([`EngineConfig::plugging`]), and the
+    /// next request started from the completion
+    /// ([`EngineConfig::restart_before_wakeup`]): v2.6.32
+    /// drivers/scsi/scsi_lib.c `scsi_end_request` ends the request
+    /// (`blk_end_request`: the bios' end_io wakes the waiting task,
+    /// `elv_completed_request`, `freed_request`) and then calls
+    /// `scsi_next_command` → `scsi_run_queue` → `blk_run_queue`, all in the
+    /// completion softirq, before the woken task can run; libata disks
+    /// complete through the same SCSI path. Departures: a woken sleeper
+    /// runs at the completion that woke it, after the driver was restarted
+    /// and before the completing task hears of its completion; the unplug
+    /// timer fires at its instant, not through kblockd; the workload sees
+    /// the congestion bit as it was when the engine called it, plus its own
+    /// async writes of that call.
     pub fn linux_2632() -> Self {
         EngineConfig {
             sync_lists: true,
             congestion: true,
             plugging: Some(Plugging::LINUX_2632),
+            restart_before_wakeup: true,
             ..EngineConfig::linux_26()
         }
     }
@@ -331,6 +345,16 @@ pub struct Engine {
     /// Sectors queued in the policy or in flight (for `inflight_limit`).
     sectors_allocated: u64,
     waiting: [VecDeque<Request>; 2],
+    /// 2.6.32 allocation: tasks asleep in `get_request_wait`, per list, in
+    /// the order they went to sleep (the exclusive wait queue).
+    sleepers: [VecDeque<TaskId>; 2],
+    /// What each sleeping task has yet to allocate, its first request the
+    /// one it sleeps on: a task blocked in `get_request_wait` submits
+    /// nothing else until it wakes.
+    blocked: FxHashMap<TaskId, VecDeque<Request>>,
+    /// Sleepers a freed request woke (`freed_request`), to run once the
+    /// driver has been restarted.
+    woken: Vec<TaskId>,
     /// Lists marked full (`blk_queue_full`), with 2.6.32 allocation.
     full: [bool; 2],
     /// The lists' congestion bits (`BDI_sync_congested`,
@@ -414,6 +438,9 @@ impl Engine {
             allocated: [0, 0],
             sectors_allocated: 0,
             waiting: [VecDeque::new(), VecDeque::new()],
+            sleepers: [VecDeque::new(), VecDeque::new()],
+            blocked: FxHashMap::default(),
+            woken: Vec::new(),
             full: [false, false],
             congested: [false, false],
             plugged_until: None,
@@ -717,48 +744,127 @@ impl Engine {
         }
     }
 
-    /// 2.6.32's `get_request`: a request the policy would merge needs no
-    /// slot; otherwise past `nr_requests` only a batcher or a `Must` may
-    /// allocate, never past 3/2 × `nr_requests`; whoever fills the list
-    /// becomes a batcher. A failed request waits; its task becomes a batcher
-    /// when it is woken (`get_request_wait`).
+    /// 2.6.32's `__make_request` → `get_request_wait` for a submitting
+    /// task. A task asleep for a request submits nothing more until it
+    /// wakes, so its later requests queue behind the one it sleeps on.
+    /// Otherwise the request is tried at once ([`Engine::get_request`]),
+    /// whoever else sleeps: `get_request` never looks at the wait queue,
+    /// only at the count, the full flag, the caller's batching and the
+    /// policy's `may_queue`. A failed request puts its task to sleep at the
+    /// tail of its list's wait queue (`prepare_to_wait_exclusive`) and
+    /// unplugs the queue.
     fn admit_2632(&mut self, request: Request) {
+        if let Some(pending) = self.blocked.get_mut(&request.task) {
+            pending.push_back(request);
+            return;
+        }
+        if let Err(request) = self.get_request(request) {
+            self.sleep(request);
+        }
+    }
+
+    /// v2.6.32 block/blk-core.c `get_request` for one request: a request
+    /// the policy would merge needs no slot (`__make_request` tries the
+    /// elevator's merge first); otherwise, once the list would reach
+    /// `nr_requests`, the task that fills it is made a batcher and marks
+    /// it full, and while it is full only a batcher or a request the
+    /// policy answers `Must` for may allocate; nothing passes 3/2 ×
+    /// `nr_requests`. The congestion bit is set from
+    /// [`congestion_on`]. A batcher's allowance is spent only by
+    /// allocations made at the full mark (the kernel looks the io_context
+    /// up only there). Gives the request back when it must wait.
+    fn get_request(&mut self, request: Request) -> Result<(), Request> {
         let dir = self.dir_of(&request);
         if self.sched.would_merge(&request) {
-            return self.insert(request);
+            self.insert(request);
+            return Ok(());
         }
         let nr = self.config.nr_requests[dir];
         let must = self.sched.may_queue(&request, self.now) == elevator_sched::MayQueue::Must;
         let count = self.allocated[dir];
-        let mut ok = self.waiting[dir].is_empty() || must || self.is_batcher(request.task);
-        let mut congested = false;
+        let task = request.task;
+        let at_full_mark = count + 1 >= nr;
         if count + 1 >= congestion_on(nr) {
-            if count + 1 >= nr {
+            if at_full_mark {
                 if !self.full[dir] {
+                    self.set_batching(task);
                     self.full[dir] = true;
-                    self.set_batching(request.task);
-                } else if !must && !self.is_batcher(request.task) {
-                    ok = false;
+                } else if !must && !self.is_batcher(task) {
+                    return Err(request);
                 }
             }
-            congested = ok;
+            if self.config.congestion {
+                self.congested[dir] = true;
+            }
         }
         if count >= nr.saturating_mul(3) / 2 {
-            ok = false;
+            return Err(request);
         }
-        if !ok {
-            self.waiting[dir].push_back(request);
-            // `get_request_wait` unplugs the queue before it sleeps.
-            self.unplug();
-            return;
-        }
-        if congested && self.config.congestion {
-            self.congested[dir] = true;
-        }
-        if let Some(b) = self.batchers.get_mut(&request.task) {
-            b.left = b.left.saturating_sub(1);
+        if at_full_mark && self.is_batcher(task) {
+            if let Some(b) = self.batchers.get_mut(&task) {
+                b.left -= 1;
+            }
         }
         self.insert(request);
+        Ok(())
+    }
+
+    /// The task of `request` sleeps for a request of its list
+    /// (`get_request_wait`), holding `request`; the queue is unplugged
+    /// before it sleeps.
+    fn sleep(&mut self, request: Request) {
+        let dir = self.dir_of(&request);
+        let task = request.task;
+        self.sleepers[dir].push_back(task);
+        self.blocked.entry(task).or_default().push_back(request);
+        self.unplug();
+    }
+
+    /// v2.6.32 `freed_request` for list `dir`, its count already lowered:
+    /// below [`congestion_off`] the congestion bit clears; once the list
+    /// is below `nr_requests` it is no longer full and one sleeper wakes
+    /// (an exclusive wake-up), to run after the driver restarted
+    /// ([`Engine::run_woken`]). (The other list's `starved` flag is set
+    /// only by failed memory allocations and `ELV_MQUEUE_NO`, neither of
+    /// which the engine has.)
+    fn freed_request(&mut self, dir: usize) {
+        if self.allocated[dir] < congestion_off(self.config.nr_requests[dir]) {
+            self.congested[dir] = false;
+        }
+        if self.allocated[dir] < self.config.nr_requests[dir] {
+            self.full[dir] = false;
+            if self.config.sync_lists {
+                if let Some(task) = self.sleepers[dir].pop_front() {
+                    self.woken.push(task);
+                }
+            }
+        }
+    }
+
+    /// The woken sleepers run (`get_request_wait` after `io_schedule`):
+    /// each becomes a batcher (`ioc_set_batching`) and allocates what it
+    /// holds, in order, until a request fails (it sleeps again, at the
+    /// tail) or it holds nothing more.
+    fn run_woken(&mut self) {
+        let woken = std::mem::take(&mut self.woken);
+        for task in woken {
+            self.set_batching(task);
+            while let Some(request) = self.blocked.get_mut(&task).and_then(VecDeque::pop_front) {
+                if let Err(request) = self.get_request(request) {
+                    let dir = self.dir_of(&request);
+                    self.sleepers[dir].push_back(task);
+                    self.blocked
+                        .get_mut(&task)
+                        .expect("the task holds requests")
+                        .push_front(request);
+                    self.unplug();
+                    break;
+                }
+            }
+            if self.blocked.get(&task).is_some_and(VecDeque::is_empty) {
+                self.blocked.remove(&task);
+            }
+        }
     }
 
     /// `ioc_batching`: a full allowance, or some of it within
@@ -769,7 +875,8 @@ impl Engine {
         })
     }
 
-    /// `ioc_set_batching`.
+    /// `ioc_set_batching`: a task that is not batching gets a full
+    /// allowance from now.
     fn set_batching(&mut self, task: TaskId) {
         if !self.is_batcher(task) {
             self.batchers.insert(
@@ -803,6 +910,9 @@ impl Engine {
     /// per direction whose list has a batch of free slots (and, under an
     /// in-flight limit, once the sectors fell to three quarters of it).
     fn wake_waiters(&mut self) {
+        if self.config.sync_lists {
+            return self.run_woken();
+        }
         if let Some(limit) = self.config.inflight_limit {
             if self.sectors_allocated > limit - limit / 4 {
                 return;
@@ -824,16 +934,6 @@ impl Engine {
                 let Some(next) = self.waiting[dir].pop_front() else {
                     break;
                 };
-                // 2.6.32: the woken task becomes a batcher (`get_request_wait`).
-                if self.config.sync_lists {
-                    self.batchers.insert(
-                        next.task,
-                        Batch {
-                            left: BLK_BATCH_REQ - 1,
-                            waited: self.now,
-                        },
-                    );
-                }
                 let before = self.allocated[dir];
                 self.insert(next);
                 if self.allocated[dir] > before {
@@ -873,15 +973,21 @@ impl Engine {
             self.trace_line(action, &r, why);
         }
         // Coalescing two queued requests frees a slot of this direction,
-        // so the count can fall, never below zero.
-        self.allocated[dir] = match (self.allocated[dir] + after).checked_sub(before) {
+        // so the count can fall, never below zero; the kernel puts the
+        // absorbed request (`blk_put_request` → `freed_request`).
+        let held = self.allocated[dir];
+        self.allocated[dir] = match (held + after).checked_sub(before) {
             Some(n) => n,
             None => self.bug(format_args!(
-                "insert left {after} queued of {before}, more than the {} slots of its \
-                 direction could free",
-                self.allocated[dir]
+                "insert left {after} queued of {before}, more than the {held} slots of its \
+                 direction could free"
             )),
         };
+        if self.config.sync_lists {
+            for _ in self.allocated[dir]..held {
+                self.freed_request(dir);
+            }
+        }
         if after > before {
             self.plug_after_insert(was_empty);
         }
@@ -965,12 +1071,7 @@ impl Engine {
                 ))
             };
             self.allocated[dir] = slots;
-            if slots < self.config.nr_requests[dir] {
-                self.full[dir] = false;
-            }
-            if slots < congestion_off(self.config.nr_requests[dir]) {
-                self.congested[dir] = false;
-            }
+            self.freed_request(dir);
         }
     }
 
@@ -992,13 +1093,7 @@ impl Engine {
             self.bug(format_args!("{request} completed with no slot allocated"))
         };
         self.allocated[dir] = slots;
-        // `freed_request`: below nr_requests the list is no longer full.
-        if self.allocated[dir] < self.config.nr_requests[dir] {
-            self.full[dir] = false;
-        }
-        if self.allocated[dir] < congestion_off(self.config.nr_requests[dir]) {
-            self.congested[dir] = false;
-        }
+        self.freed_request(dir);
         // The driver's completion runs the queue, and `__blk_run_queue`
         // removes the plug first (v2.6.32 block/blk-core.c).
         self.unplug();

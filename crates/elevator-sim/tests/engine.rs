@@ -911,3 +911,144 @@ fn slots_of_writes_io_latency_lets_out_and_the_policy_merges_are_freed() {
     let layer = LatencyLimiter::new(noop(), tree, &limits);
     layer_frees_the_slots_of_late_merges("io.latency", Box::new(layer), [a, b], 5);
 }
+
+/// A FIFO that records, per insert, the task and the time.
+#[derive(Debug)]
+struct InsertLog(
+    VecDeque<Request>,
+    std::sync::mpsc::Sender<(u32, Op, Instant)>,
+);
+
+impl Scheduler for InsertLog {
+    fn name(&self) -> &'static str {
+        "insert-log"
+    }
+    fn insert(&mut self, request: Request, now: Instant) {
+        let _ = self.1.send((request.task.0, request.op, now));
+        self.0.push_back(request);
+    }
+    fn dispatch(&mut self, _now: Instant) -> Dispatch {
+        self.0
+            .pop_front()
+            .map_or(Dispatch::Empty, Dispatch::Request)
+    }
+    fn complete(&mut self, _request: &Request, _now: Instant) {}
+    fn queued(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// At time zero task 1 submits 8 writes and task 2 `writes` writes; at
+/// 0.5 ms task 2 submits one read.
+struct Sleeper {
+    writes: u64,
+    read_too: bool,
+    left: u64,
+}
+
+impl Workload for Sleeper {
+    fn start(&mut self, io_: &mut Io<'_>) {
+        for i in 0..8 {
+            io_.submit(io(Op::Write, i * 1000, 1));
+        }
+        for i in 0..self.writes {
+            io_.submit(io(Op::Write, 100_000 + i * 1000, 2));
+        }
+        self.left = 8 + self.writes;
+        if self.read_too {
+            io_.wake_at(Instant(500_000), 1);
+            self.left += 1;
+        }
+    }
+    fn wake(&mut self, _token: u64, io_: &mut Io<'_>) {
+        io_.submit(io(Op::Read, 500_000, 2));
+    }
+    fn completed(&mut self, _done: &Completion, _io: &mut Io<'_>) {
+        self.left -= 1;
+    }
+    fn finished(&self) -> bool {
+        self.left == 0
+    }
+}
+
+/// Every insert of a [`Sleeper`] run on eight slots per list: (task, op,
+/// time).
+fn sleeper_inserts(config: EngineConfig, writes: u64, read_too: bool) -> Vec<(u32, Op, Instant)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let config = EngineConfig {
+        nr_requests: [8, 8],
+        ..config
+    };
+    let mut e = Engine::new(
+        Box::new(InsertLog(VecDeque::new(), tx)),
+        Box::new(FixedDisk::new(1, 1)),
+        config,
+    );
+    e.run(&mut Sleeper {
+        writes,
+        read_too,
+        left: 0,
+    });
+    rx.try_iter().collect()
+}
+
+#[test]
+fn linux_2632_a_woken_task_allocates_what_it_holds_as_a_batcher() {
+    // Task 1 fills the async list (8). Task 2's ten writes find it full and
+    // task 2 sleeps (`get_request_wait`). The first completion (1 ms)
+    // frees a request and wakes it; a woken task is a batcher, so it goes
+    // on allocating what it holds past the full list up to the hard cap of
+    // 3/2 x 8 = 12: five requests (7 -> 12) at 1 ms, not one.
+    let at_1ms = |config| {
+        sleeper_inserts(config, 10, false)
+            .iter()
+            .filter(|&&(task, _, t)| task == 2 && t == Instant(1_000_000))
+            .count()
+    };
+    assert_eq!(at_1ms(EngineConfig::linux_2632()), 5);
+    // The 2.6 preset wakes one waiting request per freed slot.
+    assert_eq!(at_1ms(EngineConfig::linux_26()), 1);
+}
+
+#[test]
+fn linux_2632_a_sleeping_task_submits_nothing_until_it_wakes() {
+    // Task 2 sleeps for an async request at time zero; its read at 0.5 ms
+    // would find the sync list empty, but a task asleep in
+    // `get_request_wait` issues nothing: the read goes in after the write
+    // it sleeps on, once the first completion (1 ms) wakes it.
+    let log = sleeper_inserts(EngineConfig::linux_2632(), 1, true);
+    let task2: Vec<(Op, Instant)> = log
+        .iter()
+        .filter(|e| e.0 == 2)
+        .map(|&(_, op, t)| (op, t))
+        .collect();
+    assert_eq!(
+        task2,
+        vec![
+            (Op::Write, Instant(1_000_000)),
+            (Op::Read, Instant(1_000_000))
+        ]
+    );
+    // The 2.6 preset counts reads and writes apart and has no sleeping
+    // task: the read goes in when it is submitted.
+    let log26 = sleeper_inserts(EngineConfig::linux_26(), 1, true);
+    assert!(
+        log26.contains(&(2, Op::Read, Instant(500_000))),
+        "{log26:?}"
+    );
+}
+
+#[test]
+fn linux_2632_restarts_the_driver_before_the_completing_task_runs() {
+    // v2.6.32 scsi_end_request: blk_end_request, then scsi_next_command
+    // runs the queue, all before the woken task submits again. The LIFO
+    // shows it: the read at 0 is started before 1008 is queued.
+    let mut w = Chain::default();
+    let mut e = Engine::new(
+        Box::new(Lifo::default()),
+        Box::new(FixedDisk::new(1, 1)),
+        EngineConfig::linux_2632(),
+    );
+    e.run(&mut w);
+    assert_eq!(w.order, vec![1000, 0, 1008]);
+}

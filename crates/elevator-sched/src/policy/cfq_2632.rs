@@ -59,8 +59,17 @@
 //! `cfq_should_preempt`, first match): yes if A's slice is used; never by
 //! IDLE; always of IDLE; yes for a sync request against an async A; yes for
 //! metadata when A has none pending; yes for RT against non-RT; yes when A
-//! is idling and the request is within 4 MiB of the head (`cfq_rq_close`,
-//! using the task's mean seek distance as 2.6.32 did when it is smaller).
+//! has idled in this slice (`wait_request`, which 2.6.32 keeps until the
+//! slice ends) and the request is within A's task's mean seek distance of
+//! the head, 4 MiB while the mean has too few samples (`cfq_rq_close`:
+//! 2.6.32 does not cap the mean, so for a seeky task most requests are
+//! close), unless N already preempted so and has not since been selected
+//! from the tree (`coop`, `coop_preempt`).
+//!
+//! `wait_request` also opens `may_queue`'s once-per-slice `Must`, and a
+//! request that comes for the waiting queue marks it `must_dispatch`: it
+//! goes out even if the slice ran out meanwhile (`cfq_select_queue`,
+//! v2.6.32 block/cfq-iosched.c).
 //!
 //! `hw_tag` (`cfq_update_hw_tag`): starts on; whenever more than 5 requests
 //! are queued or in the driver, a sample is taken; every 50 samples it is
@@ -72,7 +81,8 @@
 //! - Time is in nanoseconds; one jiffy is 1 ms (HZ = 1000).
 //! - Close cooperators (`cfq_close_cooperator`) are left out: an emptied
 //!   queue idles instead of handing over to a queue whose next request is
-//!   near the head (the preemption rule still lets a near request in).
+//!   near the head (the preemption rule still lets a near request in, and
+//!   marks its queue a cooperator as 2.6.32 does).
 //! - A request arriving for the idling active queue stops the idle timer
 //!   and is dispatched at once; the kernel let a single small request wait
 //!   for the timer (`must_dispatch`) so merges could happen, and ran the
@@ -299,6 +309,19 @@ struct Queue {
     idle_window: bool,
     /// The once-per-slice `ELV_MQUEUE_MUST` was given (`must_alloc_slice`).
     must_alloc_slice: bool,
+    /// The queue idled in this slice (`wait_request`): set when the idle
+    /// timer is armed and, as in 2.6.32, kept until the slice ends even
+    /// after the awaited request came; it opens the close-request
+    /// preemption and `may_queue`'s `Must`.
+    wait_request: bool,
+    /// A request came while the queue was waiting (`must_dispatch`): it may
+    /// dispatch once more even if the slice is used.
+    must_dispatch: bool,
+    /// It preempted for a close request (`coop`); it may not do so again
+    /// until the tree next selects it in the ordinary way. `coop_preempt`
+    /// keeps `coop` over the selection that follows the preemption.
+    coop: bool,
+    coop_preempt: bool,
 }
 
 impl Queue {
@@ -322,8 +345,22 @@ impl Queue {
             fifo_checked: false,
             idle_window: sync && class != Class::Idle,
             must_alloc_slice: false,
+            wait_request: false,
+            must_dispatch: false,
+            coop: false,
+            coop_preempt: false,
         }
     }
+}
+
+/// Why a new request preempts the active queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Preempt {
+    /// One of the class, sync, metadata or used-slice rules.
+    Rule,
+    /// The request is close to where the waiting active queue left the
+    /// head (`cfq_rq_close`); the new queue is marked a cooperator.
+    Close,
 }
 
 /// Per-task state (the kernel's `cfq_io_context`): think time and seek
@@ -710,41 +747,44 @@ impl Cfq2632 {
         self.qm(id).idle_window = enable;
     }
 
-    /// `cfq_should_preempt` (2.6.32).
-    fn should_preempt(&self, new: QueueId, r: &Request, now: Instant) -> bool {
-        let Some(a) = self.active else { return false };
+    /// `cfq_should_preempt` (2.6.32): whether `new` preempts, and whether
+    /// it does so as a close cooperator (the last rule), which marks it.
+    fn should_preempt(&self, new: QueueId, r: &Request, now: Instant) -> Option<Preempt> {
+        let a = self.active?;
         let (n, q) = (self.q(new), self.q(a));
         if self.slice_used(a, now) {
-            return true;
+            return Some(Preempt::Rule);
         }
         if n.class == Class::Idle {
-            return false;
+            return None;
         }
         if q.class == Class::Idle {
-            return true;
+            return Some(Preempt::Rule);
         }
         if is_sync(r) && !q.sync {
-            return true;
+            return Some(Preempt::Rule);
         }
         if r.meta && q.meta_pending == 0 {
-            return true;
+            return Some(Preempt::Rule);
         }
         if n.class == Class::Rt && q.class != Class::Rt {
-            return true;
+            return Some(Preempt::Rule);
         }
-        if self.idle_timer.is_none() || q.owner.is_none() {
-            return false;
+        if !q.wait_request || q.owner.is_none() {
+            return None;
         }
-        self.rq_close(r, q.owner)
+        (self.rq_close(r, q.owner) && (!n.coop || self.busy_queues == 1)).then_some(Preempt::Close)
     }
 
-    /// `cfq_rq_close`: within the task's mean seek distance (at most 4 MiB)
-    /// of where the last dispatched request ended.
+    /// `cfq_rq_close` (v2.6.32): within the active task's mean seek
+    /// distance of where the last dispatched request ended, or within
+    /// `CIC_SEEK_THR` (4 MiB) while that mean has too few samples. 2.6.32
+    /// does not cap the mean: a seeky task finds most requests close.
     fn rq_close(&self, r: &Request, owner: Option<TaskId>) -> bool {
         let thr = owner
             .and_then(|t| self.tasks.get(&t))
             .filter(|t| t.seek_valid())
-            .map_or(CLOSE_THR, |t| t.seek_mean.min(CLOSE_THR));
+            .map_or(CLOSE_THR, |t| t.seek_mean);
         r.sector.abs_diff(self.last_position) <= thr
     }
 
@@ -784,6 +824,7 @@ impl Cfq2632 {
         if t.seek_valid() && t.seeky() {
             sl = sl.min(MIN_TT);
         }
+        self.qm(id).wait_request = true;
         self.idle_timer = Some(now + sl);
     }
 
@@ -795,6 +836,9 @@ impl Cfq2632 {
         }
         self.idle_timer = None;
         let Some(a) = self.active else { return };
+        if self.q(a).must_dispatch {
+            return;
+        }
         if self.slice_used(a, now) || (self.busy_queues > 0 && self.q(a).sorted.is_empty()) {
             self.expire(a, false, now);
         }
@@ -804,6 +848,7 @@ impl Cfq2632 {
     fn expire(&mut self, id: QueueId, timed_out: bool, now: Instant) {
         self.idle_timer = None;
         let q = self.qm(id);
+        q.wait_request = false;
         if timed_out && !q.slice_new {
             q.slice_resid = q.slice_end.nanos() as i64 - now.nanos() as i64;
         }
@@ -822,13 +867,19 @@ impl Cfq2632 {
         q.fifo_checked = false;
         q.slice_new = true;
         q.must_alloc_slice = false;
+        q.wait_request = false;
+        q.must_dispatch = false;
+        if !q.coop_preempt {
+            q.coop = false;
+        }
+        q.coop_preempt = false;
         self.active = Some(id);
     }
 
     /// `cfq_select_queue` (2.6.32, without close cooperators).
     fn select_queue(&mut self, now: Instant) -> Option<QueueId> {
         if let Some(a) = self.active {
-            if !self.slice_used(a, now) {
+            if !self.slice_used(a, now) || self.q(a).must_dispatch {
                 let q = self.q(a);
                 if !q.sorted.is_empty() {
                     return Some(a);
@@ -990,8 +1041,16 @@ impl Scheduler for Cfq2632 {
                     // The idle wait ends (for a single small request the
                     // kernel kept the timer for merges until the issuer
                     // unplugged, at once for a waiting reader: module notes).
+                    if self.q(id).wait_request {
+                        self.qm(id).must_dispatch = true;
+                    }
                     self.idle_timer = None;
-                } else if self.should_preempt(id, &info, now) {
+                } else if let Some(how) = self.should_preempt(id, &info, now) {
+                    if how == Preempt::Close {
+                        let q = self.qm(id);
+                        q.coop = true;
+                        q.coop_preempt = true;
+                    }
                     self.preempt_queue(id, now);
                 }
             }
@@ -1055,6 +1114,7 @@ impl Scheduler for Cfq2632 {
         let busy_others = self.busy_queues > 1;
         let q = self.qm(id);
         q.slice_dispatch += 1;
+        q.must_dispatch = false;
         // `cfq_prio_to_maxrq`: 2 × (base + base × (7 − level)).
         let maxrq = 2 * (async_rq + async_rq * u32::from(IOPRIO_LEVELS - 1 - q.level));
         let expire = (!q.sync && q.slice_dispatch >= maxrq) || q.class == Class::Idle;
@@ -1118,7 +1178,7 @@ impl Scheduler for Cfq2632 {
         else {
             return MayQueue::May;
         };
-        let waiting = self.active == Some(id) && self.idle_timer.is_some();
+        let waiting = self.active == Some(id) && self.q(id).wait_request;
         let q = self.qm(id);
         if waiting && !q.must_alloc_slice {
             q.must_alloc_slice = true;
@@ -1354,6 +1414,107 @@ mod tests {
             MayQueue::May,
             "once per slice"
         );
+    }
+
+    /// Task 1 reads `n` requests back to back, each completing 1 ms after
+    /// its dispatch, its next coming at once; sectors from `sector(i)`.
+    /// Returns the time after the last completion.
+    fn serve(
+        s: &mut Cfq2632,
+        n: u64,
+        prio: IoPrio,
+        sector: impl Fn(u64) -> Sector,
+        start: Instant,
+    ) -> Instant {
+        let mut now = start;
+        for i in 0..n {
+            s.insert(read(i, 1, sector(i), prio), now);
+            let Dispatch::Request(d) = s.dispatch(now) else {
+                panic!("task 1's read {i} goes out")
+            };
+            now = now + Duration::from_millis(1);
+            s.complete(&d, now);
+        }
+        now
+    }
+
+    #[test]
+    fn wait_request_lasts_the_slice_so_must_queue_comes_after_the_awaited_request() {
+        // 2.6.32 sets wait_request when the queue idles and clears it only
+        // when the slice ends: the awaited request coming does not end it,
+        // and the once-per-slice `Must` is still there for a later request.
+        let mut s = Cfq2632::new(&QueueLimits::default());
+        let now = serve(&mut s, 3, IoPrio::be(4), |i| 1000 + 8 * i, Instant::ZERO);
+        // Idling on task 1 now; its next read comes and goes out.
+        let next = read(10, 1, 1024, IoPrio::be(4));
+        s.insert(next, now);
+        assert!(matches!(s.dispatch(now), Dispatch::Request(_)));
+        assert_eq!(
+            s.may_queue(&read(11, 1, 1032, IoPrio::be(4)), now),
+            MayQueue::Must
+        );
+    }
+
+    #[test]
+    fn a_seeky_tasks_whole_mean_seek_distance_counts_as_close() {
+        // Task 1 alternates between sectors 2M apart: its mean seek distance
+        // is about 2M sectors. While CFQ idles on it, task 2's request 100k
+        // sectors (50 MB) from where task 1 left the head is "close" by
+        // 2.6.32's cfq_rq_close (the mean, uncapped) and preempts; capped
+        // at 4 MiB (8192 sectors), as this model had it, it is not.
+        let mut s = Cfq2632::new(&QueueLimits::default());
+        let start = Instant::ZERO;
+        let now = serve(
+            &mut s,
+            12,
+            IoPrio::be(4),
+            |i| (i % 2) * 2_000_000 + 1000,
+            start,
+        );
+        let mean = s.tasks[&TaskId(1)].seek_mean;
+        assert!(mean > 1_000_000, "task 1's mean seek {mean}");
+        let near = s.last_position + 100_000;
+        s.insert(read(100, 2, near, IoPrio::be(4)), now);
+        let Dispatch::Request(d) = s.dispatch(now) else {
+            panic!("task 2 preempted the idle wait")
+        };
+        assert_eq!(d.task, TaskId(2));
+        // A request past the mean is not close: task 3 waits its turn.
+        let mut s = Cfq2632::new(&QueueLimits::default());
+        let now = serve(
+            &mut s,
+            12,
+            IoPrio::be(4),
+            |i| (i % 2) * 2_000_000 + 1000,
+            start,
+        );
+        let far = s.last_position + 50_000_000;
+        s.insert(read(100, 3, far, IoPrio::be(4)), now);
+        assert!(
+            matches!(s.dispatch(now), Dispatch::Wait { .. }),
+            "CFQ keeps idling on task 1"
+        );
+    }
+
+    #[test]
+    fn a_request_for_the_waiting_queue_is_dispatched_though_the_slice_ran_out() {
+        // BE7 gets 40 ms from its first completion (at 1 ms). Task 2 queues
+        // at 20 ms; task 1 idles after its read completing at 40 ms; its
+        // next read comes at 41.5 ms, past the slice's end, while the idle
+        // timer still runs: `must_dispatch` lets it go out before the
+        // slice expires (2.6.32 cfq_select_queue).
+        let prio = IoPrio::be(7);
+        let mut s = Cfq2632::new(&QueueLimits::default());
+        let now = serve(&mut s, 20, prio, |i| 1000 + 8 * i, Instant::ZERO);
+        s.insert(read(200, 2, 900_000_000, prio), now);
+        let now = serve(&mut s, 20, prio, |i| 2000 + 8 * i, now);
+        assert_eq!(now, Instant(40_000_000));
+        let late = Instant(41_500_000);
+        s.insert(read(300, 1, 3000, prio), late);
+        let Dispatch::Request(d) = s.dispatch(late) else {
+            panic!("a request goes out")
+        };
+        assert_eq!(d.task, TaskId(1), "task 1's awaited read, not task 2's");
     }
 
     #[test]
