@@ -637,6 +637,79 @@ mod tests {
         assert_eq!(j.take_log(8), vec![(9090, 6), (1000, 2)]);
     }
 
+    /// 2.6.30's fsync of a dirty inode makes the running transaction's
+    /// commit synchronous (its log writes go out WRITE_SYNC_PLUG); a clean
+    /// inode forces nothing; timer commits stay asynchronous.
+    #[test]
+    fn force_commit_makes_the_running_transaction_synchronous() {
+        let mut j = Journal::new(Ext3Options::default(), vec![(1000, 4000)]);
+        let (tid, _) = j.force_commit(FileId(3), false, Instant::ZERO);
+        assert_eq!(tid, None, "a clean inode commits nothing");
+        j.dirty_meta(7, Some(FileId(3)), Instant::ZERO);
+        j.dirty_meta(8, Some(FileId(4)), Instant::ZERO);
+        j.timer(1);
+        let c = j.start_commit(0).expect("the timer's commit").clone();
+        assert!(!c.synchronous, "a timer commit writes WRITE");
+        j.finish_commit();
+        j.dirty_data(FileId(3), 1, Instant(1_000_000));
+        let (tid, timer) = j.force_commit(FileId(3), false, Instant(1_000_000));
+        assert_eq!(tid, Some(2));
+        assert_eq!(timer, None, "the write's handle started the transaction");
+        assert!(j.running.synchronous);
+        let c = j.start_commit(0).expect("the forced commit").clone();
+        assert!(c.synchronous, "t_synchronous_commit reaches the commit");
+        assert_eq!(j.force_commit(FileId(3), false, Instant(2_000_000)).0, None);
+        assert!(
+            j.force_commit(FileId(3), true, Instant(2_000_000))
+                .0
+                .is_some(),
+            "data=journal forces a commit whatever the inode"
+        );
+    }
+
+    /// Two files grown one block at a time, turn about, as concurrent
+    /// writers grow them: ext3's reservation windows double up to 1027
+    /// blocks, so each file ends in few extents; ext2's 8-block
+    /// preallocation interleaves them every 8 blocks.
+    #[test]
+    fn reservation_windows_keep_concurrent_writers_apart() {
+        let extents = |fs_type: FsType| {
+            let params = crate::params::FsParams {
+                fs_type,
+                ..crate::params::FsParams::default()
+            };
+            let mut fs = FileSystem::new(&params, 8 * (128 << 20) / 512, 1);
+            let a = fs.create(FileId::ROOT, crate::fs::Kind::File, 1).unwrap();
+            let b = fs.create(FileId::ROOT, crate::fs::Kind::File, 1).unwrap();
+            for k in 1..=4096u64 {
+                fs.extend_to(a, k * 4096, 1).unwrap();
+                fs.extend_to(b, k * 4096, 2).unwrap();
+            }
+            fs.check();
+            let (ea, eb) = (fs.inode(a).extents.len(), fs.inode(b).extents.len());
+            // Windows never overlap, so no block is in both files.
+            let blocks = |f: FileId| -> std::collections::BTreeSet<u64> {
+                fs.inode(f)
+                    .extents
+                    .iter()
+                    .flat_map(|e| e.disk_block..e.disk_block + e.len)
+                    .collect()
+            };
+            assert!(blocks(a).is_disjoint(&blocks(b)));
+            (
+                ea,
+                eb,
+                fs.inode(a).extents.iter().map(|e| e.len).max().unwrap(),
+            )
+        };
+        let (ext3_a, ext3_b, longest) = extents(FsType::Ext3(Ext3Options::default()));
+        let (ext2_a, _, _) = extents(FsType::Ext2);
+        println!("extents: ext3 {ext3_a} and {ext3_b} (longest {longest}), ext2 {ext2_a}");
+        assert!(ext3_a <= 16 && ext3_b <= 16, "{ext3_a} {ext3_b}");
+        assert!(longest >= EXT3_MAX_RESERVE_BLOCKS - 8, "{longest}");
+        assert!(ext2_a >= 256, "ext2 interleaves every 8 blocks: {ext2_a}");
+    }
+
     #[test]
     fn a_quarter_journal_transaction_asks_for_a_commit() {
         let mut j = Journal::new(Ext3Options::default(), vec![(0, 400)]);
