@@ -426,6 +426,9 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
     ]);
     // The 2.6.32 mechanisms, named only where on (the older presets'
     // settings lines stay as they were).
+    if config.cpu_cost > elevator_core::Duration::ZERO {
+        settings.insert("cpu_cost".into(), format!("{}ns", config.cpu_cost.nanos()));
+    }
     for (name, on) in [
         ("sync_lists", config.sync_lists),
         ("congestion", config.congestion),
@@ -517,6 +520,8 @@ pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<
             };
         }
         "restart_before_wakeup" => config.restart_before_wakeup = n != 0,
+        // ns of policy CPU per request (elevator_sched::cost); 0: off.
+        "cpu_cost" => config.cpu_cost = elevator_core::Duration(n as u64),
         // 1: the linux-2.6.32 allocation (sync/async lists, batching,
         // may_queue); 0: the linux-2.6 one.
         "sync_lists" => config.sync_lists = n != 0,
@@ -529,7 +534,7 @@ pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<
         other => {
             return Err(format!(
                 "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit, \
-                 max_sectors, restart_before_wakeup, sync_lists, congestion, plugging)"
+                 max_sectors, restart_before_wakeup, sync_lists, congestion, plugging, cpu_cost)"
             ))
         }
     }

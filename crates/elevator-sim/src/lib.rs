@@ -21,5 +21,3 @@ pub use engine::{
     congestion_off, congestion_on, Engine, EngineConfig, Plugging, RunSummary, IDE_24_MAX_SECTORS,
     UNPLUG_DELAY, UNPLUG_THRESH,
 };
-// The port moved to elevator-core; re-exported so callers keep their paths.
-pub use elevator_core::{BlockIo, Completion, Io, Workload};
