@@ -149,7 +149,8 @@ impl FileSystem {
             inode.rsv_goal
         };
         if let Some(w) = old {
-            if w.hit > (w.end - w.start + 1) / 2 {
+            let len = w.end - w.start + 1;
+            if w.hit > len / 2 {
                 size = (size * 2).min(EXT3_MAX_RESERVE_BLOCKS);
             }
             self.windows.remove(&w.start);
