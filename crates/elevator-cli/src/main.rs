@@ -7,6 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use elevator_scenario::replay::Variant;
 use elevator_scenario::{RunOptions, Scenario};
+use elevator_sched::stack::{self, Origin, StackBuilder};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -73,7 +74,7 @@ enum Command {
         /// Let `--engine uring` write to the target (never without it).
         #[arg(long)]
         allow_write: bool,
-        /// Device queue-depth limit (default: uring, what the jobs issue; sim, the device's).
+        /// Device queue-depth limit for `--engine uring` (default: what the jobs issue).
         #[arg(long)]
         depth: Option<usize>,
         /// Run every policy through the invariant checker (conservation, merges,
@@ -195,10 +196,12 @@ enum Command {
         action: DeviceCommand,
     },
     /// Run every experiment with published figures (the 2003 benchmarks, the
-    /// 2016 BFQ letter on both devices, any scenario with a `[published]` table)
-    /// in parallel, and print ours beside theirs with a verdict per table.
+    /// 2016 BFQ letter on both devices, the 2009 threads' tables, any scenario
+    /// with a `[published]` or `[[table]]` section) in parallel, and print ours
+    /// beside theirs with a verdict per table.
     Reproduce {
-        /// Only experiments whose name contains PATTERN (`morton-7`, `letter`).
+        /// Only experiments whose name or thread contains PATTERN (`morton-7`,
+        /// `letter`; the 2009 threads: `brunelle`, `zoccolo`, `goyal`, `righi`).
         #[arg(long, value_name = "PATTERN")]
         only: Option<String>,
         /// Threads to run on (default: one per core).
@@ -283,10 +286,14 @@ enum DeviceCommand {
     },
     /// Write an HDD profile TOML from a DiskSim drive (FILE.parv and the
     /// .diskspecs, .model and .seek files it names); parameters the model
-    /// does not support are listed on stderr.
+    /// does not support, and where the profile approximates DiskSim, are
+    /// listed on stderr. On an error nothing is printed; but `X > X.toml`
+    /// leaves the shell's empty X.toml behind, so prefer `-o X.toml`.
     ImportDisksim {
         parv: String,
-        /// Write the profile here instead of standard output.
+        /// Write the profile here instead of standard output, only on
+        /// success and whole (a temporary file beside it, then renamed):
+        /// an existing FILE is never left empty or half-written.
         #[arg(long, short)]
         output: Option<String>,
     },
@@ -401,6 +408,32 @@ fn main() -> ExitCode {
     }
 }
 
+/// Write `text` to `path` whole or not at all: into a temporary file in
+/// the same directory, flushed, then renamed over `path` (a rename within
+/// one file system replaces the name in one step), so neither a failure
+/// nor an interruption leaves `path` empty or half-written.
+fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profile".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 /// Exit status of a `reproduce --check` that found a table worse than committed.
 const CHECK_FAILED: u8 = 1;
 
@@ -419,16 +452,7 @@ impl std::error::Error for CheckFailed {}
 fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
     match cli.command {
         Command::List { tunables } => list(out, tunables),
-        Command::Show { policy } => {
-            let t = elevator_sched::find(&policy).ok_or_else(|| {
-                let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
-                anyhow!(
-                    "show: unknown policy {policy:?} (known: {})",
-                    known.join(", ")
-                )
-            })?;
-            show_policy(out, t)
-        }
+        Command::Show { policy } => show_policy(out, stack::policy(&policy, Origin::flag("show"))?),
         Command::Reproduce {
             only,
             jobs,
@@ -443,7 +467,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             let options = elevator_scenario::reproduce::ReproduceOptions {
                 only,
                 jobs: jobs.unwrap_or(0),
-                tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                tunables: parse_sets(&set)?,
                 device,
                 charts: report.is_some(),
             };
@@ -469,9 +493,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             }
             if let Some(s) = sched {
                 for name in &s {
-                    if elevator_sched::find(name).is_none() {
-                        bail!("--sched: unknown scheduler {name:?}");
-                    }
+                    stack::policy(name, Origin::flag("--sched"))?;
                 }
                 options.schedulers = s;
             }
@@ -572,7 +594,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 eprintln!("warning: {w}");
             }
             match output {
-                Some(path) => std::fs::write(&path, &imported.profile)
+                Some(path) => write_atomically(std::path::Path::new(&path), &imported.profile)
                     .with_context(|| format!("writing {path}"))?,
                 None => out.extend_from_slice(imported.profile.as_bytes()),
             }
@@ -599,25 +621,35 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                     "--budget and --verify-runs must be at least 1, --verify-settings at least 2"
                 );
             }
-            tune::tune(
-                &tune::TuneOptions {
-                    workload,
-                    device,
-                    objective,
-                    sched: sched.unwrap_or_default(),
-                    budget,
-                    seed,
-                    threads,
-                    cpu_cost: !no_cpu_cost,
-                    dev,
-                    top,
-                    verify,
-                    verify_settings,
-                    verify_runs,
-                    allow_write,
-                },
-                out,
-            )
+            let options = tune::TuneOptions {
+                workload,
+                device,
+                objective,
+                sched: sched.unwrap_or_default(),
+                budget,
+                seed,
+                threads,
+                cpu_cost: !no_cpu_cost,
+                dev,
+                top,
+                verify,
+                verify_settings,
+                verify_runs,
+                allow_write,
+            };
+            let t = tune::tune(&options, out)?;
+            match &options.verify {
+                Some(target) => verify::verify(
+                    &options,
+                    &t.workload,
+                    &t.objective,
+                    &t.result,
+                    &t.kernel_default,
+                    target,
+                    out,
+                ),
+                None => Ok(()),
+            }
         }
         Command::Validate { trace, device } => {
             let v = elevator_scenario::validate::validate(&trace, &device)?;
@@ -668,7 +700,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                     target,
                     allow_write,
                     schedulers: sched.unwrap_or_else(|| vec!["noop".into()]),
-                    tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                    tunables: parse_sets(&set)?,
                     device,
                     seed: seed.unwrap_or(1),
                     depth,
@@ -689,7 +721,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 schedulers: sched,
                 device,
                 seed,
-                tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                tunables: parse_sets(&set)?,
                 trace: trace.is_some(),
                 charts: report.is_some(),
                 clock: None,
@@ -729,22 +761,20 @@ fn grid_variants(policies: &[String], grid: &[String]) -> Result<Vec<Variant>> {
         let (key, values) = g.split_once('=').ok_or_else(bad)?;
         // Policy names may hold dots (cfq-2.6.32), tunable names never do.
         let (policy, tunable) = key.rsplit_once('.').ok_or_else(bad)?;
-        let t = elevator_sched::find(policy.trim())
-            .ok_or_else(|| anyhow!("--grid {g:?}: unknown scheduler {policy:?}"))?;
+        let origin = || Origin::flag(format!("--grid {g:?}"));
+        let t = stack::policy(policy.trim(), origin())?;
         let values: Vec<i64> = values
             .split(',')
             .map(|v| v.trim().parse().map_err(|_| bad()))
             .collect::<Result<_>>()?;
         for v in &values {
-            t.tunables([(tunable.trim(), *v)])
-                .map_err(|e| anyhow!("--grid {g:?}: {e}"))?;
+            StackBuilder::new(t.name, origin())?.tunable(tunable.trim(), *v, origin())?;
         }
         axes.push((t.name.to_string(), tunable.trim().to_string(), values));
     }
     let mut variants = Vec::new();
     for p in policies {
-        let t =
-            elevator_sched::find(p).ok_or_else(|| anyhow!("--sched: unknown scheduler {p:?}"))?;
+        let t = stack::policy(p, Origin::flag("--sched"))?;
         variants.push(Variant::new(t.name));
         let mine: Vec<&(String, String, Vec<i64>)> =
             axes.iter().filter(|(q, _, _)| q == t.name).collect();
@@ -962,24 +992,12 @@ fn load(name: &str) -> Result<Scenario> {
     Ok(Scenario::parse(name, &text)?)
 }
 
-/// `POLICY.TUNABLE=VALUE`.
-fn parse_set(s: &str) -> Result<(String, String, i64)> {
-    let bad = || anyhow!("--set {s:?}: expected POLICY.TUNABLE=VALUE, e.g. deadline.fifo_batch=8");
-    let (key, value) = s.split_once('=').ok_or_else(bad)?;
-    // Policy names may hold dots (cfq-2.6.32), tunable names never do.
-    let (policy, tunable) = key.rsplit_once('.').ok_or_else(bad)?;
-    let value: i64 = value.trim().parse().map_err(|_| bad())?;
-    if policy.trim() == "block" {
-        let mut probe = elevator_sim::EngineConfig::default();
-        elevator_scenario::apply_block(&mut probe, tunable.trim(), value)
-            .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
-        return Ok(("block".into(), tunable.trim().to_string(), value));
-    }
-    let t = elevator_sched::find(policy.trim())
-        .ok_or_else(|| anyhow!("--set {s:?}: unknown scheduler {policy:?}"))?;
-    t.tunables([(tunable.trim(), value)])
-        .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
-    Ok((policy.trim().to_string(), tunable.trim().to_string(), value))
+/// Each `--set POLICY.TUNABLE=VALUE` or `block.NAME=VALUE`, checked.
+fn parse_sets(sets: &[String]) -> Result<Vec<stack::Override>> {
+    Ok(sets
+        .iter()
+        .map(|s| stack::parse_override(s))
+        .collect::<Result<_, _>>()?)
 }
 
 /// Write one `--report` page, creating its directory.
@@ -1202,32 +1220,12 @@ fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
         "Policies (--sched NAME; tunables: elevator list --tunables), what each honours:\n",
     );
     elevator_metrics::text::columns(&mut text, &policies);
-    // The group layers sit in front of the policy, so they work with all.
-    let layers = [
-        (
-            "io.max",
-            "limits",
-            "blk-throttle: per-group bytes/s and IOPS limits, in front of any policy",
-        ),
-        (
-            "io.latency",
-            "targets",
-            "per-group latency targets: looser siblings get less queue depth, any policy",
-        ),
-        (
-            "io.cost",
-            "weights",
-            "iocost ([iocost]): a cost model and vtime per group hold io.weight, any policy",
-        ),
-        (
-            "wbt",
-            "-",
-            "blk-wbt ([wbt]): writeback held to a depth scaled by read latency; off under bfq, cfq",
-        ),
-    ];
-    let layers: Vec<Vec<String>> = layers
+    // The group layers sit in front of the policy, so they work with all;
+    // listed outermost first.
+    let layers: Vec<Vec<String>> = elevator_sched::group::registry::GROUP_LAYERS
         .iter()
-        .map(|(name, honours, about)| vec![(*name).into(), (*honours).into(), (*about).into()])
+        .rev()
+        .map(|t| vec![t.name.into(), t.honours.into(), t.about.into()])
         .collect();
     text.push_str(
         "\nGroup layers ([groups.NAME], [iocost], [wbt] in a scenario), in front of any policy:\n",

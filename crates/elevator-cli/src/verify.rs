@@ -7,8 +7,9 @@
 //! request slots); the runtime runs the policy and its tunables.
 
 use crate::tune::{measured_value, predicted, TuneOptions};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use elevator_core::QueueLimits;
+use elevator_sched::stack::{Origin, StackBuilder};
 use elevator_tune::eval::{fio_figures, TuneWorkload};
 use elevator_tune::objective::Objective;
 use elevator_tune::search::SearchResult;
@@ -62,11 +63,10 @@ pub fn verify(
             let t = elevator_uring::probe::open_target(target, file.writes(), o.allow_write)?;
             let bytes = t.bytes;
             let (mut w, groups) = file.build(bytes, o.seed)?;
-            let policy = elevator_sched::find(&s.policy)
-                .ok_or_else(|| anyhow!("unknown scheduler {:?}", s.policy))?;
-            let tunables = policy
-                .tunables(s.tunables.iter().map(|(k, v)| (k.as_str(), *v)))
-                .map_err(|e| anyhow!("{e}"))?;
+            let mut builder = StackBuilder::new(&s.policy, Origin::flag("--verify"))?;
+            for (k, v) in &s.tunables {
+                builder = builder.tunable(k, *v, Origin::flag("--verify"))?;
+            }
             let limits = QueueLimits {
                 rotational: elevator_uring::probe::sysfs(target)
                     .rotational
@@ -75,11 +75,8 @@ pub fn verify(
                 max_sectors: MAX_SECTORS,
                 capacity: bytes / 512,
             };
-            let mut sched = (policy.build)(&tunables, &limits);
-            if groups.len() > 1 {
-                sched.set_groups(&groups);
-            }
-            let end = elevator_uring::probe::run(t, sched, depth, &mut w)?;
+            let builder = builder.groups(&groups);
+            let end = elevator_uring::probe::run(t, builder, &limits, depth, &mut w)?;
             let figures = fio_figures(file, &w.stats(), &groups, end);
             measured[i].push(measured_value(objective, &figures)?);
         }

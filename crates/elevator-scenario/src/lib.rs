@@ -11,6 +11,7 @@
 //! Built-in scenarios live in the repository's `scenarios/` folder and are
 //! compiled into the binary.
 
+mod block;
 mod builtin;
 mod ctx;
 mod error;
@@ -19,21 +20,25 @@ mod host;
 pub mod html;
 pub mod letter;
 mod parse;
+mod quantity;
 pub mod replay;
 pub mod reproduce;
 mod result;
 mod run;
 pub mod startup;
 pub mod swarm;
+mod table;
 mod units;
 pub mod validate;
 
 pub use builtin::{builtin, builtins};
+pub use elevator_sched::group::wbt::WbtSpec;
 pub use error::ScenarioError;
 pub use host::{FileKind, FileSetSpec, HostSpec, ProcessSpec};
 pub use parse::{
-    JobTemplate, Scenario, Sweep, WbtSpec, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS,
-    MAX_WBT_LAT_USEC,
+    JobTemplate, Scenario, Sweep, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS, MAX_WBT_LAT_USEC,
 };
-pub use run::{apply_block, run, run_one, run_policy, RunOptions};
+pub use quantity::Unit;
+pub use run::{run, run_one, run_policy, RunOptions};
+pub use table::{CellSpec, TableSpec};
 pub use units::{parse_duration, parse_size};

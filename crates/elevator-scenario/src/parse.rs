@@ -1,6 +1,8 @@
 //! The scenario file format and its validation.
 
+pub(crate) use crate::block::RawBlock;
 pub(crate) use crate::ctx::Ctx;
+pub use crate::ctx::MAX_TICKS;
 use crate::error::{key_on_line, Lines, ScenarioError};
 use crate::result::{Metric, RawResultChecked, Reduce, ResultSpec};
 use elevator_core::{
@@ -8,6 +10,8 @@ use elevator_core::{
 };
 use elevator_device::FaultSpec;
 use elevator_sched::group::iocost_params::{IocostSpec, ParamError};
+use elevator_sched::group::wbt::WbtSpec;
+use elevator_sched::stack::{self, Origin};
 use elevator_sim::EngineConfig;
 use elevator_workload::Pattern;
 use serde::Deserialize;
@@ -32,11 +36,6 @@ pub const MAX_SCENARIO_BYTES: usize = 4 << 20;
 /// instead of filling memory.
 pub const MAX_TASKS: u64 = 0x8000;
 
-/// The most wake-ups one periodic job or process may ask for over the time
-/// limit (`time_limit / period`): ten million ticks simulate in seconds,
-/// while `period = "1ns"` over an hour would never end.
-pub const MAX_TICKS: u64 = 10_000_000;
-
 type S<T> = Spanned<T>;
 
 #[derive(Deserialize)]
@@ -53,6 +52,8 @@ struct RawScenario {
     result: RawResult,
     #[serde(default)]
     published: BTreeMap<String, String>,
+    #[serde(default)]
+    table: Vec<S<crate::table::RawTable>>,
     #[serde(default)]
     sched: BTreeMap<String, BTreeMap<String, S<i64>>>,
     #[serde(default)]
@@ -93,6 +94,7 @@ struct RawGroup {
 struct RawSweep {
     job: Option<S<String>>,
     count: Option<S<Vec<i64>>>,
+    prio: Option<S<Vec<String>>>,
     inflight_limit: Option<S<Vec<String>>>,
 }
 
@@ -139,18 +141,6 @@ struct RawFaults {
     eio_at: Vec<S<String>>,
     #[serde(default)]
     stall_at: Vec<S<String>>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawBlock {
-    pub(crate) preset: Option<S<String>>,
-    nr_requests: Option<S<i64>>,
-    batch_requests: Option<S<i64>>,
-    steal: Option<bool>,
-    inflight_limit: Option<S<String>>,
-    max_sectors: Option<S<String>>,
-    restart_before_wakeup: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -203,21 +193,16 @@ pub struct JobTemplate {
     pub period: Option<Duration>,
 }
 
-/// A scenario's `[wbt]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WbtSpec {
-    /// `wbt_lat_usec`: `None` for the kernel's default for the device
-    /// (`"default"` or -1, as sysfs takes it), `Some(0)` for off.
-    pub lat_usec: Option<u64>,
-    /// `write_cache`: "write back" (true, the default) or "write through".
-    pub write_cache: bool,
-}
-
 /// Run the scenario once per point of one parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sweep {
     /// Per count of one job's instances.
     Count { job: String, counts: Vec<u32> },
+    /// Per I/O priority of one job or process (`ionice`), each as written.
+    Prio {
+        target: String,
+        prios: Vec<(String, IoPrio)>,
+    },
     /// Per block-layer in-flight limit in sectors (`None`: no limit).
     InflightLimit(Vec<Option<u64>>),
 }
@@ -243,6 +228,9 @@ pub struct Scenario {
     pub per_group_wide: bool,
     pub result: ResultSpec,
     pub published: BTreeMap<String, String>,
+    /// `[[table]]`: published tables of any shape, each cell a figure of
+    /// one run (`table.rs`).
+    pub tables: Vec<crate::table::TableSpec>,
     /// Tunable overrides per policy, already checked against the registry.
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
     /// The block layer below the policy (slots, in-flight limit).
@@ -274,6 +262,7 @@ impl Scenario {
         match &self.sweep {
             None => 1,
             Some(Sweep::Count { counts, .. }) => counts.len(),
+            Some(Sweep::Prio { prios, .. }) => prios.len(),
             Some(Sweep::InflightLimit(limits)) => limits.len(),
         }
     }
@@ -324,8 +313,7 @@ impl Scenario {
             Some(list) => {
                 let mut names = Vec::new();
                 for s in list {
-                    let t = elevator_sched::find(s.get_ref())
-                        .ok_or_else(|| cx.at(s, "schedulers", unknown_policy(s.get_ref())))?;
+                    let t = stack::policy(s.get_ref(), cx.origin(s, "schedulers"))?;
                     if names.iter().any(|n| n == t.name) {
                         return Err(cx.at(
                             s,
@@ -347,15 +335,9 @@ impl Scenario {
 
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
-            let Some(t) = elevator_sched::find(policy) else {
-                let at = values.values().next().map(|v| cx.line(v.span().start));
-                return Err(ScenarioError::new(
-                    file,
-                    at,
-                    Some(&format!("sched.{policy}")),
-                    unknown_policy(policy),
-                ));
-            };
+            let at = values.values().next().map(|v| cx.line(v.span().start));
+            let key = format!("sched.{policy}");
+            let t = stack::policy(policy, Origin::file(file, at, &key))?;
             let mut resolved = BTreeMap::new();
             for (name, value) in values {
                 let key = format!("sched.{policy}.{name}");
@@ -376,10 +358,6 @@ impl Scenario {
         for j in &raw.job {
             jobs.push(job(&cx, j, &groups, time_limit)?);
         }
-        let sweep = match &raw.sweep {
-            None => None,
-            Some(sw) => Some(sweep(&cx, sw, &jobs)?),
-        };
         let startups = crate::startup::validate(&cx, &raw.startup)?;
         let mut host = crate::host::parse_host(
             &cx,
@@ -389,13 +367,19 @@ impl Scenario {
             &raw.process,
             &groups,
         )?;
+        let processes: Vec<String> = host.as_ref().map_or(Vec::new(), |h| {
+            h.processes.iter().map(|p| p.name.clone()).collect()
+        });
+        let sweep = match &raw.sweep {
+            None => None,
+            Some(sw) => Some(sweep(&cx, sw, &jobs, &processes)?),
+        };
         // `[presets]`: a policy that runs on another kernel's host and block
         // layer (the 2003 tables' 2.4 column: linus24 on 2.4).
         let mut block_by_policy = BTreeMap::new();
         for (policy, preset) in &raw.presets {
             let key = format!("presets.{policy}");
-            let t = elevator_sched::find(policy)
-                .ok_or_else(|| cx.at(preset, &key, unknown_policy(policy)))?;
+            let t = stack::policy(policy, cx.origin(preset, &key))?;
             if !["linux-2.6", "linux-2.4", "linux-2.6.32"].contains(&preset.get_ref().as_str()) {
                 return Err(cx.at(
                     preset,
@@ -462,6 +446,16 @@ impl Scenario {
         names.extend(startups.iter().map(|s| s.name.clone()));
         let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &names)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
+        let tables = crate::table::parse_tables(
+            &cx,
+            &raw.table,
+            &crate::table::Known {
+                schedulers: &schedulers,
+                names: &names,
+                groups: &groups,
+                sweep: sweep.as_ref(),
+            },
+        )?;
 
         Ok(Scenario {
             file: file.to_string(),
@@ -475,6 +469,7 @@ impl Scenario {
             per_group_wide,
             result,
             published: raw.published,
+            tables,
             tunables,
             block,
             faults,
@@ -575,7 +570,10 @@ fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
         _ => ScenarioError {
             file: file.to_string(),
             line: at.map(|a| Lines::new(text).line(a)),
-            key: at.and_then(|a| key_on_line(text, a)),
+            // The field a shape error names (a stray or missing key, also
+            // inside an inline table, whose line starts `{ label = ...`),
+            // else the key assigned on the line.
+            key: named_field(&message).or_else(|| at.and_then(|a| key_on_line(text, a))),
             message: message
                 .lines()
                 .map(str::trim)
@@ -586,13 +584,16 @@ fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
     }
 }
 
+/// The field of serde's "unknown field `x`" and "missing field `x`".
+fn named_field(message: &str) -> Option<String> {
+    ["unknown field `", "missing field `"].iter().find_map(|p| {
+        let rest = message.strip_prefix(p)?;
+        Some(rest[..rest.find('`')?].to_string())
+    })
+}
+
 /// The top-level keys and tables every scenario has.
 const TOP_LEVEL_REQUIRED: &[&str] = &["name", "description", "result"];
-
-fn unknown_policy(name: &str) -> String {
-    let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
-    format!("unknown scheduler {name:?} (known: {})", known.join(", "))
-}
 
 fn cx_result(
     cx: &Ctx<'_>,
@@ -811,7 +812,44 @@ fn block_config(
     Ok(config)
 }
 
-fn sweep(cx: &Ctx<'_>, sw: &RawSweep, jobs: &[JobTemplate]) -> Result<Sweep, ScenarioError> {
+fn sweep(
+    cx: &Ctx<'_>,
+    sw: &RawSweep,
+    jobs: &[JobTemplate],
+    processes: &[String],
+) -> Result<Sweep, ScenarioError> {
+    if let (Some(target), None, Some(prios), None) =
+        (&sw.job, &sw.count, &sw.prio, &sw.inflight_limit)
+    {
+        let name = target.get_ref();
+        if !jobs.iter().any(|j| &j.name == name) && !processes.iter().any(|p| p == name) {
+            return Err(cx.at(
+                target,
+                "sweep.job",
+                format!("no job or process named {name:?}"),
+            ));
+        }
+        if prios.get_ref().is_empty() {
+            return Err(cx.at(prios, "sweep.prio", "an empty list"));
+        }
+        let mut out: Vec<(String, IoPrio)> = Vec::new();
+        for p in prios.get_ref() {
+            let prio = p
+                .parse::<IoPrio>()
+                .map_err(|e| cx.at(prios, "sweep.prio", e.to_string()))?;
+            if out.iter().any(|(t, _)| t == p) {
+                return Err(cx.at(prios, "sweep.prio", format!("{p:?} is listed twice")));
+            }
+            out.push((p.clone(), prio));
+        }
+        return Ok(Sweep::Prio {
+            target: name.clone(),
+            prios: out,
+        });
+    }
+    if let Some(p) = &sw.prio {
+        return Err(cx.at(p, "sweep.prio", "sweep `job` with `prio`, and nothing else"));
+    }
     match (&sw.job, &sw.count, &sw.inflight_limit) {
         (Some(job), Some(count), None) => {
             if !jobs.iter().any(|j| &j.name == job.get_ref()) {
@@ -857,7 +895,7 @@ fn sweep(cx: &Ctx<'_>, sw: &RawSweep, jobs: &[JobTemplate]) -> Result<Sweep, Sce
             .min()
             .map(|at| cx.line(at)),
             Some("sweep"),
-            "sweep either `job` with `count`, or `inflight_limit`",
+            "sweep either `job` with `count` or `prio`, or `inflight_limit`",
         )),
     }
 }

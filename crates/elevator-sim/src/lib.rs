@@ -1,6 +1,7 @@
 //! The discrete-event simulator.
 //!
-//! A [`Workload`] submits block requests through [`Io`]; the [`Engine`]
+//! A [`Workload`](elevator_core::Workload) submits block requests through
+//! [`Io`](elevator_core::Io); the [`Engine`]
 //! admits them to the block queue (bounded by `nr_requests` per direction,
 //! as the kernel's request lists are), hands them to the policy, feeds the
 //! device whenever it has a free slot, and reports completions back to the

@@ -15,6 +15,7 @@ use elevator_core::{GroupId, GroupTree, IoClass, SECTOR_SIZE};
 use elevator_metrics::{JobReport, JobStats};
 use elevator_scenario::replay::{ReplayConfig, Variant};
 use elevator_scenario::Scenario;
+use elevator_sched::stack::{self, Origin, StackBuilder};
 use elevator_workload::fio::JobFile;
 
 /// What `tune` tunes for.
@@ -140,8 +141,8 @@ pub fn evaluate(
     o: &EvalOptions,
 ) -> Result<Figures, String> {
     let device = workload.device(o)?;
-    let policy = elevator_sched::find(&setting.policy)
-        .ok_or_else(|| format!("unknown scheduler {:?}", setting.policy))?;
+    let policy =
+        stack::policy(&setting.policy, Origin::flag("--sched")).map_err(|e| e.to_string())?;
     let cpu_ns = if o.cpu_cost {
         elevator_sched::cost::per_request(policy.name).nanos() as i64
     } else {
@@ -203,19 +204,27 @@ pub fn evaluate(
             let (mut run, groups) = file
                 .build(limits.capacity * SECTOR_SIZE, o.seed)
                 .map_err(|e| e.to_string())?;
-            let tunables = policy
-                .tunables(setting.tunables.iter().map(|(k, v)| (k.as_str(), *v)))
+            let mut builder = StackBuilder::new(policy.name, Origin::flag("--sched"))
                 .map_err(|e| e.to_string())?;
-            let mut sched = (policy.build)(&tunables, &limits);
-            if groups.len() > 1 {
-                sched.set_groups(&groups);
+            for (k, v) in &setting.tunables {
+                builder = builder
+                    .tunable(k, *v, Origin::flag("tune"))
+                    .map_err(|e| e.to_string())?;
             }
-            let mut config = elevator_sim::EngineConfig::linux_26();
-            for (k, v) in &setting.block {
-                elevator_scenario::apply_block(&mut config, k, *v)?;
+            let mut block: Vec<stack::Override> = setting
+                .block
+                .iter()
+                .map(|(k, v)| ("block".to_string(), k.clone(), *v))
+                .collect();
+            if cpu_ns > 0 {
+                block.push(("block".into(), "cpu_cost".into(), cpu_ns));
             }
-            config.cpu_cost = elevator_core::Duration(cpu_ns as u64);
-            let mut engine = elevator_sim::Engine::new(sched, dev, config);
+            let builder = builder
+                .overrides(&block)
+                .map_err(|e| e.to_string())?
+                .groups(&groups);
+            let (mut engine, _) =
+                elevator_sim::Engine::build(builder, dev, elevator_sim::EngineConfig::linux_26());
             let summary = engine.run(&mut run);
             let stats = run.stats();
             let end = summary.end;

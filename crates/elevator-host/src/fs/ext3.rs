@@ -79,7 +79,6 @@
 //! Invariants: tids increase by one; `committed < running.tid`; at most
 //! one transaction commits, and it is `committed + 1`.
 
-use super::registry::{FileSystemType, FsType};
 use super::{FileId, FileSystem};
 use elevator_core::{Duration, Instant};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -268,7 +267,9 @@ impl Default for Ext3Options {
     }
 }
 
-fn build(options: &[(&str, &str)]) -> Result<FsType, String> {
+/// Validate ext3's mount options (`data=`, `commit=`); the registry's
+/// `build` for ext3 (`fs/registry.rs`).
+pub fn parse_options(options: &[(&str, &str)]) -> Result<Ext3Options, String> {
     let mut o = Ext3Options::default();
     for &(k, v) in options {
         match k {
@@ -301,16 +302,8 @@ fn build(options: &[(&str, &str)]) -> Result<FsType, String> {
             }
         }
     }
-    Ok(FsType::Ext3(o))
+    Ok(o)
 }
-
-/// ext3 in the registry.
-pub const TYPE: FileSystemType = FileSystemType {
-    name: "ext3",
-    about: "ext2's layout with jbd's journal: kjournald commits, data=ordered|writeback|journal",
-    keys: &["data=writeback|ordered|journal", "commit=5"],
-    build,
-};
 
 /// The running transaction.
 #[derive(Clone, Debug, Default)]
@@ -619,6 +612,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::registry::FsType;
 
     #[test]
     fn timer_rounds_up_to_a_second_and_commit_moves_to_the_next_tid() {
