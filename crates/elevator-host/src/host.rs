@@ -63,8 +63,8 @@ use crate::fs::nilfs2::{self, Log, Nilfs2Options, Run};
 use crate::fs::registry::FsType;
 use crate::fs::{FileId, FileSystem, Kind, NoSpace};
 use crate::params::{
-    HostParams, Readahead, Writeback, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM, DEF_PRIORITY,
-    MMAP_READAROUND_PAGES, NRSYNC, PAGE_SIZE, RATELIMIT_EXCEEDED_PAGES,
+    Ext3Fsync, HostParams, Readahead, Writeback, WritebackCharge, CONGESTION_WAIT, CPU_QUANTUM,
+    DEF_PRIORITY, MMAP_READAROUND_PAGES, NRSYNC, PAGE_SIZE, RATELIMIT_EXCEEDED_PAGES,
 };
 use crate::readahead::RaState;
 use crate::readahead24::Ra24;
@@ -227,6 +227,22 @@ struct SyncOp {
     pass: u8,
     /// ext3: the transaction to wait for; nilfs2: the construction.
     wait_for: u64,
+    /// 2.6.30's ext3 fsync: the last write sequence number of the data it
+    /// started before the commit (`filemap_fdatawait` waits for it after).
+    data_seq: u64,
+}
+
+/// Which requests of an [`Host::issue_at`] run carry the sync hint.
+#[derive(Clone, Copy, Debug)]
+enum SyncMark {
+    /// None: `WRITE`.
+    Async,
+    /// The last one, with `REQ_NOIDLE` if asked: nilfs2's segment buffer
+    /// sets `BIO_RW_SYNCIO` on its last bio (segbuf.c).
+    Last { noidle: bool },
+    /// Every one, sync and `REQ_NOIDLE`: jbd's synchronous commit
+    /// (`WRITE_SYNC_PLUG`, 2.6.30) and its commit block (`WRITE_SYNC`).
+    Every,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -762,11 +778,13 @@ impl Host {
                 target: Some(file),
                 pass: 0,
                 wait_for: 0,
+                data_seq: 0,
             }),
             Syscall::Sync => Sys::Sync(SyncOp {
                 target: None,
                 pass: 0,
                 wait_for: 0,
+                data_seq: 0,
             }),
             Syscall::ReadDir(dir) => Sys::ReadDir { dir, next: 0 },
             Syscall::Create { parent, dir } => Sys::Create(CreateOp {
@@ -1202,6 +1220,10 @@ impl Host {
             }
             if op.pos >= op.end {
                 break;
+            }
+            if let Some(n) = self.segctor_lock_held() {
+                self.wait_writes(pid, WaitCond::Logged(n));
+                return Step::Block;
             }
             let page = op.pos / PAGE_SIZE;
             let chunk_end = (page / CHUNK_PAGES + 1) * CHUNK_PAGES * PAGE_SIZE;
@@ -1813,9 +1835,15 @@ impl Host {
             FsLayer::Ext3(j) => j.options.data == DataMode::Journal,
             FsLayer::Nilfs2(..) => true,
         };
+        // 2.6.30's ext3 fsync: start the data, commit, then wait for the
+        // data (vfs_fsync; `Ext3Fsync::ForceCommit`).
+        let force_commit = op.target.is_some()
+            && self.params.ext3_fsync == Ext3Fsync::ForceCommit
+            && matches!(self.fsl, FsLayer::Ext3(_));
         loop {
             match op.pass {
                 0..=3 if skip_data => op.pass = 4,
+                1..=3 if force_commit => op.pass = 4,
                 0 | 2 => {
                     let ctl = WbCtl {
                         budget: u64::MAX,
@@ -1827,6 +1855,7 @@ impl Host {
                     match op.target {
                         Some(f) => {
                             self.write_file(f, ctl, u64::MAX, f, io);
+                            op.data_seq = self.write_seq;
                             if !matches!(self.fsl, FsLayer::Ext2) {
                                 // ext3: the commit carries the metadata.
                                 op.pass += 1;
@@ -1877,6 +1906,24 @@ impl Host {
                     op.pass = 5;
                     match &mut self.fsl {
                         FsLayer::Ext2 => op.pass = 6,
+                        FsLayer::Ext3(j) if force_commit => {
+                            // 2.6.30: sync_inode → ext3_write_inode →
+                            // ext3_force_commit if the inode is dirty
+                            // (data=journal: ext3_force_commit always).
+                            let f = op.target.expect("fsync has a file");
+                            let always = j.options.data == DataMode::Journal;
+                            let (tid, timer) = j.force_commit(f, always, io.now());
+                            match tid {
+                                Some(tid) => {
+                                    op.wait_for = tid;
+                                    if let Some(at) = timer {
+                                        self.arm(at, TimerAction::JournalCommit(tid), io);
+                                    }
+                                    self.kjournald(io);
+                                }
+                                None => op.pass = 6,
+                            }
+                        }
                         FsLayer::Ext3(j) => {
                             // ext3_sync_file: commit the inode's
                             // transaction and wait (sync(2): the running
@@ -1907,6 +1954,19 @@ impl Host {
                         return Step::Block;
                     }
                     op.pass = 6;
+                }
+                6 if force_commit => {
+                    // filemap_fdatawait after ->fsync (2.6.30 vfs_fsync).
+                    let file = op.target.expect("fsync has a file");
+                    let cond = WaitCond::FileWrites {
+                        file,
+                        seq: op.data_seq,
+                    };
+                    if !self.satisfied(cond) {
+                        self.wait_writes(pid, cond);
+                        return Step::Block;
+                    }
+                    op.pass = 7;
                 }
                 _ => {
                     return Step::Done {
@@ -2044,7 +2104,7 @@ impl Host {
     /// Write `n` blocks from disk block `disk` as requests of `issuer`,
     /// each at most `max_sectors`: pages `[page, page + n)` of `cache` if
     /// given (their writeback ends on completion), else no page ([`RAW`]).
-    /// Only the last request carries `sync` (and `noidle`).
+    /// `mark` says which of the requests carry the sync hint.
     #[allow(clippy::too_many_arguments)]
     fn issue_at(
         &mut self,
@@ -2052,8 +2112,7 @@ impl Host {
         cache: Option<(FileId, u64)>,
         disk: u64,
         n: u64,
-        sync: bool,
-        noidle: bool,
+        mark: SyncMark,
         owner: FileId,
         io: &mut Io<'_>,
     ) {
@@ -2063,16 +2122,21 @@ impl Host {
         while off < n {
             let k = (n - off).min(max_pages);
             let last = off + k == n;
+            let (sync, noidle) = match mark {
+                SyncMark::Async => (false, false),
+                SyncMark::Last { noidle } => (last, noidle && last),
+                SyncMark::Every => (true, true),
+            };
             let id = io.submit(BlockIo {
                 op: Op::Write,
-                sync: sync && last,
+                sync,
                 sector: self.fs.geo.sector_of(disk + off),
                 sectors: (k * spb) as u32,
                 task: self.daemon_task(),
                 prio: IoPrio::default(),
                 group: GroupId::ROOT,
                 meta: false,
-                noidle: noidle && last,
+                noidle,
             });
             self.write_seq += 1;
             let seq = self.write_seq;
@@ -2118,16 +2182,18 @@ impl Host {
                 let Some(c) = j.start_commit(seq) else {
                     return;
                 };
-                // Ordered mode: the transaction's data first, plain WRITE
-                // from kjournald (journal_submit_data_buffers).
+                // Ordered mode: the transaction's data first from kjournald
+                // (journal_submit_data_buffers): WRITE, or WRITE_SYNC_PLUG
+                // for a synchronous commit.
                 let files = c.files.clone();
+                let synchronous = c.synchronous;
                 if !files.is_empty() {
                     let ctl = WbCtl {
                         budget: u64::MAX,
                         nonblocking: false,
                         older_than: None,
                         issuer: Issuer::Daemon,
-                        sync: false,
+                        sync: synchronous,
                     };
                     for &f in &files {
                         self.write_file(f, ctl, u64::MAX, f, io);
@@ -2165,7 +2231,7 @@ impl Host {
                     };
                     let runs = j.take_log(1);
                     for (b, n) in runs {
-                        self.issue_at(Issuer::Daemon, None, b, n, true, true, JOURNAL, io);
+                        self.issue_at(Issuer::Daemon, None, b, n, SyncMark::Every, JOURNAL, io);
                     }
                     let seq = self.write_seq;
                     if let FsLayer::Ext3(j) = &mut self.fsl {
@@ -2184,15 +2250,22 @@ impl Host {
     }
 
     /// A commit writes its descriptors and block copies at the journal's
-    /// head (WRITE).
+    /// head: `WRITE`, or `WRITE_SYNC_PLUG` for a synchronous commit
+    /// (2.6.30's fsync).
     fn journal_log_phase(&mut self, io: &mut Io<'_>) {
         let FsLayer::Ext3(j) = &mut self.fsl else {
             return;
         };
-        let n = j.committing.as_ref().expect("committing").log_blocks;
+        let c = j.committing.as_ref().expect("committing");
+        let (n, synchronous) = (c.log_blocks, c.synchronous);
         let runs = j.take_log(n);
+        let mark = if synchronous {
+            SyncMark::Every
+        } else {
+            SyncMark::Async
+        };
         for (b, k) in runs {
-            self.issue_at(Issuer::Daemon, None, b, k, false, false, JOURNAL, io);
+            self.issue_at(Issuer::Daemon, None, b, k, mark, JOURNAL, io);
         }
         let seq = self.write_seq;
         if let FsLayer::Ext3(j) = &mut self.fsl {
@@ -2210,6 +2283,20 @@ impl Host {
             let used = self.fs.used_end();
             *log = Some(Box::new(Log::new(*o, 1, self.fs.geo.blocks, used)));
         }
+    }
+
+    /// nilfs2: the construction a `write(2)` must wait for, if one is
+    /// running. `nilfs_write_begin` starts a transaction, which takes
+    /// `ns_segctor_sem` for reading (`nilfs_transaction_begin`); segctord
+    /// holds it for writing through a whole construction, including the
+    /// wait for its log's I/O (`nilfs_segctor_thread_construct` →
+    /// `nilfs_transaction_lock`; `nilfs_segctor_write` → `nilfs_segbuf_wait`;
+    /// fs/nilfs2/segment.c of v2.6.30). The semaphore queues in order, so a
+    /// writer that waited goes on once that construction is done, even if
+    /// another was queued behind it.
+    fn segctor_lock_held(&self) -> Option<u64> {
+        let l = self.nilfs_log()?;
+        l.waiting_seq.map(|_| l.started)
     }
 
     /// nilfs2: a transaction ended at `now`: arm the checkpoint timer, and
@@ -2289,7 +2376,12 @@ impl Host {
         let last = plan.len() - 1;
         for (i, (cache, disk, n)) in plan.into_iter().enumerate() {
             // The last bio of the construction is SYNCIO (segbuf.c).
-            self.issue_at(Issuer::Daemon, cache, disk, n, i == last, false, LOG, io);
+            let mark = if i == last {
+                SyncMark::Last { noidle: false }
+            } else {
+                SyncMark::Async
+            };
+            self.issue_at(Issuer::Daemon, cache, disk, n, mark, LOG, io);
         }
         l.waiting_seq = Some(self.write_seq);
         let started = l.started;

@@ -217,6 +217,31 @@ impl SyncWriteHint {
     }
 }
 
+/// How ext3's `fsync(2)` gets the file's inode into the journal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ext3Fsync {
+    /// 2.6.30 and 2.6.31: `vfs_fsync` (fs/sync.c) starts the file's data
+    /// (`filemap_fdatawrite`, `WRITE_SYNC_PLUG`) without waiting, calls
+    /// `ext3_sync_file`, which for a dirty inode runs `sync_inode` →
+    /// `ext3_write_inode(wait = 1)` → `ext3_force_commit`
+    /// (fs/ext3/fsync.c, fs/ext3/inode.c, fs/ext3/super.c of v2.6.30):
+    /// `journal_force_commit` stops a handle with `h_sync`, which marks the
+    /// running transaction `t_synchronous_commit`, starts its commit and
+    /// waits for it (`journal_stop`, fs/jbd/transaction.c); then
+    /// `filemap_fdatawait`. A synchronous commit writes its journal blocks
+    /// (and in `data=ordered` the data it flushes) `WRITE_SYNC_PLUG`
+    /// instead of `WRITE` (`journal_commit_transaction`, fs/jbd/commit.c
+    /// v2.6.30: `if (commit_transaction->t_synchronous_commit) write_op =
+    /// WRITE_SYNC_PLUG`).
+    ForceCommit,
+    /// 2.6.32+: `filemap_write_and_wait_range` first, then
+    /// `log_start_commit` and `log_wait_commit` on the inode's last
+    /// transaction (commit fe8bc91, Jan Kara): no `h_sync`, so the commit's
+    /// journal writes stay `WRITE`; nothing to do if that transaction has
+    /// committed.
+    CommitTid,
+}
+
 /// Which kernel's readahead the host runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Readahead {
@@ -325,6 +350,8 @@ pub struct HostParams {
     pub throttle_until_below_limit: bool,
     /// Which of fsync's and sync's writes carry the sync hint.
     pub sync_write_hint: SyncWriteHint,
+    /// How ext3's fsync commits (only ext3 looks at it).
+    pub ext3_fsync: Ext3Fsync,
     /// Inode-table and directory-block reads carry `READ_META`
     /// (`REQ_META`): 2.6.32's ext3 reads the inode table through
     /// `__ext3_get_inode_loc` and directory blocks through `ext3_bread`,
@@ -349,7 +376,7 @@ impl Default for HostParams {
 }
 
 /// The preset names [`HostParams::preset`] accepts.
-pub const PRESETS: &[&str] = &["linux-2.6", "linux-2.4", "linux-2.6.32"];
+pub const PRESETS: &[&str] = &["linux-2.6", "linux-2.4", "linux-2.6.30", "linux-2.6.32"];
 
 impl HostParams {
     /// The 2.5.6x/2.6.0 host of the 2003 benchmarks, with the kernel's
@@ -378,6 +405,7 @@ impl HostParams {
             io_less_throttling: false,
             throttle_until_below_limit: true,
             sync_write_hint: SyncWriteHint::Never,
+            ext3_fsync: Ext3Fsync::CommitTid,
             read_meta: false,
             nr_requests: NR_REQUESTS,
             max_sectors: 256,
@@ -399,6 +427,21 @@ impl HostParams {
             throttle_until_below_limit: false,
             sync_write_hint: SyncWriteHint::DataIntegrity,
             ..HostParams::linux_2_6()
+        }
+    }
+
+    /// The 2.6.32 host with 2.6.30's ext3 fsync ([`Ext3Fsync::ForceCommit`]),
+    /// the kernel of the April 2009 threads (Zoccolo ran 2.6.30-rc2). What
+    /// else this host models is the same in both: `READ_META` on ext3's
+    /// inode-table and directory reads (fs/ext3/inode.c and namei.c of
+    /// v2.6.30 use it too), `WRITE_SYNC_PLUG` on data-integrity writeback
+    /// (fs/buffer.c `__block_write_full_page`, v2.6.30), pdflush-style
+    /// writeback (2.6.30 still ran pdflush).
+    pub fn linux_2_6_30() -> Self {
+        HostParams {
+            preset: "linux-2.6.30".to_string(),
+            ext3_fsync: Ext3Fsync::ForceCommit,
+            ..HostParams::linux_2_6_32()
         }
     }
 
@@ -452,6 +495,7 @@ impl HostParams {
         match name {
             "linux-2.6" | "linux-2.5" => Some(HostParams::linux_2_6()),
             "linux-2.4" => Some(HostParams::linux_2_4()),
+            "linux-2.6.30" => Some(HostParams::linux_2_6_30()),
             "linux-2.6.32" => Some(HostParams::linux_2_6_32()),
             _ => None,
         }

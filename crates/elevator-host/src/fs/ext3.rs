@@ -28,13 +28,41 @@
 //!   `REQ_NOIDLE`), and waits for it. 2.6.32's fsync sets no `h_sync`, so
 //!   only the commit block is synchronous (reference §5, derived from
 //!   fs/ext3/fsync.c after commit fe8bc91).
-//! - **fsync** (fs/ext3/fsync.c `ext3_sync_file`, 2.6.32): the VFS first
+//! - **fsync, 2.6.30–2.6.31** (`HostParams::ext3_fsync` =
+//!   `ForceCommit`; fs/sync.c `vfs_fsync`, fs/ext3/fsync.c, fs/jbd of
+//!   v2.6.30): the VFS starts the file's data (`WRITE_SYNC_PLUG`) without
+//!   waiting; if the inode is dirty, `sync_inode` → `ext3_write_inode` →
+//!   `ext3_force_commit` stops a handle with `h_sync` in the running
+//!   transaction ([`Journal::force_commit`]), which makes its commit
+//!   synchronous (`t_synchronous_commit`): every block that commit writes
+//!   (ordered data, descriptors and copies) goes out `WRITE_SYNC_PLUG`, sync
+//!   and `REQ_NOIDLE`, not `WRITE`; the caller waits for the commit, then
+//!   for its data. Timer and size commits stay `WRITE`.
+//! - **fsync, 2.6.32+** (fs/ext3/fsync.c `ext3_sync_file`): the VFS first
 //!   writes and waits for the file's data (`filemap_write_and_wait_range`,
 //!   `WRITE_SYNC_PLUG`: sync and `REQ_NOIDLE`, commit a64c861), then ext3
 //!   commits the inode's transaction and waits (`log_start_commit`,
 //!   `log_wait_commit`); in `data=journal` it only forces the commit
 //!   (`ext3_force_commit`). A transaction already committed costs nothing
 //!   (barriers are off by default, so no cache flush).
+//!
+//! - **Block reservation windows** (fs/ext3/balloc.c of v2.6.30,
+//!   `ext3_try_to_allocate_with_rsv`, `alloc_new_reservation`,
+//!   `find_next_reservable_window`): a regular file allocates inside its
+//!   own window of `rsv_goal_size` blocks, which no other file's window
+//!   overlaps. The first window has `EXT3_DEFAULT_RESERVE_BLOCKS` (8); when
+//!   a new one is needed and more than half of the old one was allocated,
+//!   the size doubles, up to `EXT3_MAX_RESERVE_BLOCKS` (1027,
+//!   include/linux/ext3_fs.h), and never below the blocks asked for. A new
+//!   window is searched from the goal block within its group, skipping
+//!   other windows, and must have a free block inside; failing that, in the
+//!   following groups with more than half a window free; failing that,
+//!   the file allocates without one. Closing the file drops the window
+//!   (`ext3_discard_reservation`). So concurrent streaming writers
+//!   interleave in windows of about 4 MiB, where ext2's 8-block
+//!   preallocation interleaves them every 32 KiB. Directories allocate
+//!   without a window. Departure: windows are not moved when their goal
+//!   lies in the part of a window crossing into the next group.
 //!
 //! The journal is one run of blocks in the middle of the file system:
 //! e2fsprogs' `write_journal_inode` (lib/ext2fs/mkjournal.c) sets the goal
@@ -51,9 +79,9 @@
 //! Invariants: tids increase by one; `committed < running.tid`; at most
 //! one transaction commits, and it is `committed + 1`.
 
-use super::FileId;
+use super::{FileId, FileSystem};
 use elevator_core::{Duration, Instant};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeSet;
 
 /// `JBD_DEFAULT_MAX_COMMIT_AGE`, 5 s: how long after its first handle a
@@ -78,6 +106,121 @@ pub fn default_journal_blocks(blocks: u64) -> u64 {
         b if b < 512 * 1024 => 8192,
         b if b < 1024 * 1024 => 16384,
         _ => 32768,
+    }
+}
+
+/// `EXT3_DEFAULT_RESERVE_BLOCKS`: a file's first reservation window, in
+/// blocks (include/linux/ext3_fs.h, v2.6.30).
+pub const EXT3_DEFAULT_RESERVE_BLOCKS: u64 = 8;
+/// `EXT3_MAX_RESERVE_BLOCKS`: the largest window a streaming writer's
+/// doubling reaches (include/linux/ext3_fs.h, v2.6.30).
+pub const EXT3_MAX_RESERVE_BLOCKS: u64 = 1027;
+
+/// A file's reservation window: blocks `start..=end`, of which `hit` were
+/// allocated to it (`rsv_alloc_hit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rsv {
+    pub start: u64,
+    pub end: u64,
+    pub hit: u64,
+}
+
+impl FileSystem {
+    /// ext3's block allocation for regular file `f` from `goal`, up to
+    /// `want` contiguous blocks (`ext3_new_blocks` with a reservation
+    /// window; module docs).
+    pub(super) fn alloc_rsv(&mut self, f: FileId, goal: u64, want: u64) -> (u64, u64) {
+        let goal = goal.min(self.geo.blocks - 1);
+        if let Some(w) = self.inodes[f.0 as usize].rsv {
+            if (w.start..=w.end).contains(&goal) {
+                if let Some((s, _)) = self.first_free(goal, w.end + 1) {
+                    return self.take_in_window(f, s, want);
+                }
+            }
+        }
+        // A new window: double the goal size if the old one was more than
+        // half used (alloc_new_reservation), at least `want`.
+        let inode = &mut self.inodes[f.0 as usize];
+        let old = inode.rsv.take();
+        let mut size = if inode.rsv_goal == 0 {
+            EXT3_DEFAULT_RESERVE_BLOCKS
+        } else {
+            inode.rsv_goal
+        };
+        if let Some(w) = old {
+            let len = w.end - w.start + 1;
+            if w.hit > len / 2 {
+                size = (size * 2).min(EXT3_MAX_RESERVE_BLOCKS);
+            }
+            self.windows.remove(&w.start);
+        }
+        let size = size.max(want);
+        self.inodes[f.0 as usize].rsv_goal = size;
+        let bpg = self.geo.blocks_per_group;
+        let first = self.geo.group_of(goal);
+        for i in 0..self.geo.groups {
+            let g = (first + i) % self.geo.groups;
+            let lo = self.geo.group_start(g);
+            if i > 0 && self.groups[g as usize].free_blocks <= size / 2 {
+                continue;
+            }
+            let from = if i == 0 { goal } else { lo };
+            if let Some((start, free)) = self.find_window(f, from, size, lo + bpg) {
+                self.windows.insert(start, (start + size - 1, f));
+                self.inodes[f.0 as usize].rsv = Some(Rsv {
+                    start,
+                    end: start + size - 1,
+                    hit: 0,
+                });
+                return self.take_in_window(f, free, want);
+            }
+        }
+        // No window anywhere: allocate without one (ext3_new_blocks retries
+        // with `my_rsv = NULL`).
+        let (start, len) = self.take_near(goal, want);
+        self.inodes[f.0 as usize].goal = Some(start + len);
+        (start, len)
+    }
+
+    /// Take the free run at `s` inside `f`'s window, up to `want` blocks.
+    fn take_in_window(&mut self, f: FileId, s: u64, want: u64) -> (u64, u64) {
+        let w = self.inodes[f.0 as usize].rsv.expect("a window");
+        let (_, run) = self.first_free(s, w.end + 1).expect("a free block at s");
+        let len = run.min(want).min(w.end + 1 - s);
+        self.take(s, len);
+        let inode = &mut self.inodes[f.0 as usize];
+        inode.rsv.as_mut().expect("a window").hit += len;
+        inode.goal = Some(s + len);
+        (s, len)
+    }
+
+    /// `find_next_reservable_window` plus the bitmap check of
+    /// `alloc_new_reservation`: the first `size` blocks from `from` that no
+    /// other file's window overlaps, starting before `group_end`, with a
+    /// free block inside. Returns the window's start and that free block.
+    fn find_window(&self, f: FileId, from: u64, size: u64, group_end: u64) -> Option<(u64, u64)> {
+        let mut cur = from;
+        loop {
+            // Windows do not overlap, so in start order their ends grow.
+            let before = self.windows.range(..=cur).next_back().map(|(&s, _)| s);
+            for (&start, &(end, owner)) in self.windows.range(before.unwrap_or(0)..) {
+                if owner == f || end < cur {
+                    continue;
+                }
+                if start >= cur + size {
+                    break;
+                }
+                cur = end + 1;
+            }
+            if cur >= group_end {
+                return None;
+            }
+            let (free, _) = self.first_free(cur, group_end)?;
+            if free < cur + size {
+                return Some((cur, free));
+            }
+            cur = free;
+        }
     }
 }
 
@@ -174,6 +317,9 @@ pub struct Transaction {
     pub files: BTreeSet<FileId>,
     /// `data=journal`: data blocks it logs.
     pub data_blocks: u64,
+    /// `t_synchronous_commit`: a handle with `h_sync` stopped in it (2.6.30's
+    /// fsync), so its commit writes `WRITE_SYNC_PLUG`.
+    pub synchronous: bool,
 }
 
 impl Transaction {
@@ -210,6 +356,9 @@ pub struct Committing {
     pub files: Vec<FileId>,
     /// Blocks of the log phase (all but the commit block).
     pub log_blocks: u64,
+    /// Someone waits for it (`t_synchronous_commit`): its data and log
+    /// writes are `WRITE_SYNC_PLUG`.
+    pub synchronous: bool,
 }
 
 /// Why a commit started (for the report).
@@ -248,6 +397,9 @@ pub struct Journal {
     requested_by: Option<Reason>,
     /// Each file's sync tid (`i_sync_tid`).
     file_tid: FxHashMap<u32, u64>,
+    /// Files whose inode was dirtied since their last fsync (the VFS's
+    /// `I_DIRTY_SYNC | I_DIRTY_DATASYNC`, which 2.6.30's fsync tests).
+    inode_dirty: FxHashSet<u32>,
     pub stats: JournalStats,
 }
 
@@ -273,6 +425,7 @@ impl Journal {
             requested: 0,
             requested_by: None,
             file_tid: FxHashMap::default(),
+            inode_dirty: Default::default(),
             stats: JournalStats::default(),
         }
     }
@@ -307,6 +460,7 @@ impl Journal {
         self.running.meta.insert(block);
         if let Some(f) = file {
             self.file_tid.insert(f.0, self.running.tid);
+            self.inode_dirty.insert(f.0);
         }
         self.size_check();
         timer
@@ -323,6 +477,7 @@ impl Journal {
             DataMode::Writeback => {}
         }
         self.file_tid.insert(file.0, self.running.tid);
+        self.inode_dirty.insert(file.0);
         self.size_check();
         timer
     }
@@ -336,6 +491,33 @@ impl Journal {
     /// The transaction `fsync(file)` must see committed (0: none).
     pub fn sync_tid(&self, file: FileId) -> u64 {
         self.file_tid.get(&file.0).copied().unwrap_or(0)
+    }
+
+    /// 2.6.30's fsync of `file` after its data went out: if its inode is
+    /// dirty (or `always`: data=journal calls it unconditionally),
+    /// `ext3_force_commit` (`journal_force_commit`: a one-credit
+    /// handle with `h_sync` joins the running transaction, which becomes
+    /// `t_synchronous_commit`, and asks for its commit) and the caller waits
+    /// for the returned tid; otherwise `None`. The second value is the
+    /// commit timer's expiry if the handle started the transaction. The
+    /// inode counts as clean afterwards (`sync_inode` cleared `I_DIRTY`).
+    /// Departure: background writeback, which in the kernel also clears
+    /// `I_DIRTY` (`__writeback_single_inode`), does not here, so a file
+    /// written back since its last write and fsynced later still commits.
+    pub fn force_commit(
+        &mut self,
+        file: FileId,
+        always: bool,
+        now: Instant,
+    ) -> (Option<u64>, Option<Instant>) {
+        if !self.inode_dirty.remove(&file.0) && !always {
+            return (None, None);
+        }
+        let timer = self.handle(now);
+        self.running.synchronous = true;
+        let tid = self.running.tid;
+        self.request(tid, Reason::Fsync);
+        (Some(tid), timer)
     }
 
     /// `log_start_commit(tid)`.
@@ -386,6 +568,7 @@ impl Journal {
             seq,
             files: t.files.into_iter().collect(),
             log_blocks,
+            synchronous: t.synchronous,
         });
         self.committing.as_ref()
     }
@@ -429,6 +612,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::registry::FsType;
 
     #[test]
     fn timer_rounds_up_to_a_second_and_commit_moves_to_the_next_tid() {
@@ -446,6 +630,79 @@ mod tests {
         assert_eq!(j.committed, 1);
         assert_eq!(j.take_log(4090), vec![(1000, 4000), (9000, 90)]);
         assert_eq!(j.take_log(8), vec![(9090, 6), (1000, 2)]);
+    }
+
+    /// 2.6.30's fsync of a dirty inode makes the running transaction's
+    /// commit synchronous (its log writes go out WRITE_SYNC_PLUG); a clean
+    /// inode forces nothing; timer commits stay asynchronous.
+    #[test]
+    fn force_commit_makes_the_running_transaction_synchronous() {
+        let mut j = Journal::new(Ext3Options::default(), vec![(1000, 4000)]);
+        let (tid, _) = j.force_commit(FileId(3), false, Instant::ZERO);
+        assert_eq!(tid, None, "a clean inode commits nothing");
+        j.dirty_meta(7, Some(FileId(3)), Instant::ZERO);
+        j.dirty_meta(8, Some(FileId(4)), Instant::ZERO);
+        j.timer(1);
+        let c = j.start_commit(0).expect("the timer's commit").clone();
+        assert!(!c.synchronous, "a timer commit writes WRITE");
+        j.finish_commit();
+        j.dirty_data(FileId(3), 1, Instant(1_000_000));
+        let (tid, timer) = j.force_commit(FileId(3), false, Instant(1_000_000));
+        assert_eq!(tid, Some(2));
+        assert_eq!(timer, None, "the write's handle started the transaction");
+        assert!(j.running.synchronous);
+        let c = j.start_commit(0).expect("the forced commit").clone();
+        assert!(c.synchronous, "t_synchronous_commit reaches the commit");
+        assert_eq!(j.force_commit(FileId(3), false, Instant(2_000_000)).0, None);
+        assert!(
+            j.force_commit(FileId(3), true, Instant(2_000_000))
+                .0
+                .is_some(),
+            "data=journal forces a commit whatever the inode"
+        );
+    }
+
+    /// Two files grown one block at a time, turn about, as concurrent
+    /// writers grow them: ext3's reservation windows double up to 1027
+    /// blocks, so each file ends in few extents; ext2's 8-block
+    /// preallocation interleaves them every 8 blocks.
+    #[test]
+    fn reservation_windows_keep_concurrent_writers_apart() {
+        let extents = |fs_type: FsType| {
+            let params = crate::params::FsParams {
+                fs_type,
+                ..crate::params::FsParams::default()
+            };
+            let mut fs = FileSystem::new(&params, 8 * (128 << 20) / 512, 1);
+            let a = fs.create(FileId::ROOT, crate::fs::Kind::File, 1).unwrap();
+            let b = fs.create(FileId::ROOT, crate::fs::Kind::File, 1).unwrap();
+            for k in 1..=4096u64 {
+                fs.extend_to(a, k * 4096, 1).unwrap();
+                fs.extend_to(b, k * 4096, 2).unwrap();
+            }
+            fs.check();
+            let (ea, eb) = (fs.inode(a).extents.len(), fs.inode(b).extents.len());
+            // Windows never overlap, so no block is in both files.
+            let blocks = |f: FileId| -> std::collections::BTreeSet<u64> {
+                fs.inode(f)
+                    .extents
+                    .iter()
+                    .flat_map(|e| e.disk_block..e.disk_block + e.len)
+                    .collect()
+            };
+            assert!(blocks(a).is_disjoint(&blocks(b)));
+            (
+                ea,
+                eb,
+                fs.inode(a).extents.iter().map(|e| e.len).max().unwrap(),
+            )
+        };
+        let (ext3_a, ext3_b, longest) = extents(FsType::Ext3(Ext3Options::default()));
+        let (ext2_a, _, _) = extents(FsType::Ext2);
+        println!("extents: ext3 {ext3_a} and {ext3_b} (longest {longest}), ext2 {ext2_a}");
+        assert!(ext3_a <= 16 && ext3_b <= 16, "{ext3_a} {ext3_b}");
+        assert!(longest >= EXT3_MAX_RESERVE_BLOCKS - 8, "{longest}");
+        assert!(ext2_a >= 256, "ext2 interleaves every 8 blocks: {ext2_a}");
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub mod registry;
 
 use crate::params::{FsParams, INODE_SIZE};
 use elevator_core::{Prng, Sector, SECTOR_SIZE};
+use registry::FsType;
 use std::collections::BTreeMap;
 
 /// The file system is full (`ENOSPC`). `meta` holds the indirect blocks
@@ -109,6 +110,10 @@ pub struct Inode {
     goal: Option<u64>,
     /// Preallocated blocks `[start, start + len)` owned by this inode.
     prealloc: Option<(u64, u64)>,
+    /// ext3: the inode's reservation window, and its goal size in blocks
+    /// (`rsv_goal_size`, 0 until the first allocation) ([`ext3`]).
+    rsv: Option<ext3::Rsv>,
+    rsv_goal: u64,
 }
 
 impl Inode {
@@ -232,6 +237,9 @@ pub struct FileSystem {
     free_blocks: u64,
     ndirs: u32,
     rng: Prng,
+    /// ext3's reservation windows of all inodes: start -> (last block,
+    /// owner), never overlapping (`s_rsv_window_root`).
+    windows: BTreeMap<u64, (u64, FileId)>,
 }
 
 impl FileSystem {
@@ -286,6 +294,7 @@ impl FileSystem {
             free_blocks,
             ndirs: 0,
             rng: Prng::derive(seed, "ext2-orlov"),
+            windows: BTreeMap::new(),
         };
         // Inode 1 (bad blocks) and the reserved inodes up to 10, the root
         // (inode 2) and lost+found (inode 11): group 0 starts with 11 used.
@@ -306,6 +315,8 @@ impl FileSystem {
             topdir: false,
             goal: None,
             prealloc: None,
+            rsv: None,
+            rsv_goal: 0,
         });
         fs.inodes.push(Inode {
             kind: Kind::Dir,
@@ -319,6 +330,8 @@ impl FileSystem {
             topdir: true,
             goal: None,
             prealloc: None,
+            rsv: None,
+            rsv_goal: 0,
         });
         fs.groups[0].dirs = 1;
         fs.ndirs = 1;
@@ -526,15 +539,17 @@ impl FileSystem {
     /// Allocate up to `want` contiguous blocks for `f` from its goal, using
     /// and refilling its preallocation window.
     fn alloc_for(&mut self, f: FileId, want: u64, pid: u32) -> (u64, u64) {
-        let goal = match self.inode(f).goal {
-            Some(g) => g,
-            None => {
-                // ext2_find_near: the inode's group, coloured by pid.
-                let g = self.inode(f).group;
-                let colour = u64::from(pid % 16) * (self.geo.blocks_per_group / 16);
-                self.geo.group_start(g) + colour
+        let goal = self.goal_of(f, pid);
+        if matches!(self.params.fs_type, FsType::Ext3(_)) {
+            // ext3: reservation windows for regular files, none for
+            // directories (`ext3_init_block_alloc_info` only for S_ISREG).
+            if self.inode(f).is_dir() {
+                let (start, len) = self.take_near(goal, want);
+                self.inodes[f.0 as usize].goal = Some(start + len);
+                return (start, len);
             }
-        };
+            return self.alloc_rsv(f, goal, want);
+        }
         let inode = &mut self.inodes[f.0 as usize];
         let (start, len) = match inode.prealloc {
             Some((p, n)) if p == goal => {
@@ -558,11 +573,29 @@ impl FileSystem {
         (start, len)
     }
 
+    /// Where `f`'s next block should go: after its last one, or for its
+    /// first block the inode's group plus a colour of `pid % 16` sixteenths
+    /// (`ext2_find_near`, `ext3_find_near`).
+    fn goal_of(&self, f: FileId, pid: u32) -> u64 {
+        match self.inode(f).goal {
+            Some(g) => g,
+            None => {
+                let g = self.inode(f).group;
+                let colour = u64::from(pid % 16) * (self.geo.blocks_per_group / 16);
+                self.geo.group_start(g) + colour
+            }
+        }
+    }
+
     /// Give back `f`'s preallocated blocks (`ext2_discard_prealloc`, on the
-    /// last close of the file).
+    /// last close of the file) and drop its ext3 reservation window
+    /// (`ext3_discard_reservation` from `ext3_release_file`).
     pub fn discard_prealloc(&mut self, f: FileId) {
         if let Some((start, len)) = self.inodes[f.0 as usize].prealloc.take() {
             self.release(start, len);
+        }
+        if let Some(w) = self.inodes[f.0 as usize].rsv.take() {
+            self.windows.remove(&w.start);
         }
     }
 
@@ -684,6 +717,8 @@ impl FileSystem {
             topdir: false,
             goal: None,
             prealloc: None,
+            rsv: None,
+            rsv_goal: 0,
         });
         self.add_entry(parent, id, pid);
         if kind == Kind::Dir {

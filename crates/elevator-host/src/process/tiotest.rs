@@ -10,6 +10,19 @@
 //! fsync, which the phase time includes; per-call latency covers only the
 //! read(2)/write(2).
 //!
+//! Checked against tiotest.c of 0.3.3 (`mkuoppal/tiobench` at 3e56c8c,
+//! "0.3.3, take 2"), the version whose "Random Write N MBs" counts threads
+//! x ops x bs as Zoccolo's tables do: the write phase opens with
+//! `O_CREAT | O_TRUNC`; random phases `lseek` to `get_random_offset(blocks
+//! - 1) * bs` with `rand_r() % (blocks - 1)` seeded from `gettimeofday`'s
+//! microseconds at each thread's start, and `write`/`read` one `bs` block
+//! (the latency sample is `gettimeofday` around the `read`/`write` alone,
+//! not the `lseek`); both write phases end with `fsync` and `close`; all
+//! I/O is buffered (no `O_DIRECT`; `-S` would add `O_SYNC`); `USE_MMAP`
+//! is off in 0.3.3's Makefile. Threads are POSIX threads of one process
+//! without `CLONE_IO`, so each has its own I/O context in CFQ
+//! (kernel/fork.c `copy_io`, v2.6.30).
+//!
 //! The threads share one report row. Every timed call is a per-call sample
 //! (`seq_write.write`, `rand_write.write`, `seq_read.read`,
 //! `rand_read.read`, and `seq_write.fsync`, `rand_write.fsync`). Extras per
@@ -306,7 +319,10 @@ impl Program for TiotestThread {
                     let offset = if p.is_multiple_of(2) {
                         self.i * self.bs
                     } else {
-                        self.rng.below(self.blocks()) * self.bs
+                        // get_random_offset(blocks - 1, &seed): rand_r()
+                        // % (blocks - 1), so the last block is never
+                        // chosen (tiotest.c 0.3.3).
+                        self.rng.below(self.blocks().saturating_sub(1).max(1)) * self.bs
                     };
                     self.i += 1;
                     return if p < 2 {
