@@ -7,6 +7,7 @@ use elevator_metrics::{
     Throughput,
 };
 use elevator_sched::group::iocost::IoCost;
+use elevator_sched::group::iothrottle::IoThrottle;
 use elevator_sched::group::latency::LatencyLimiter;
 use elevator_sched::group::throttle::Throttle;
 use elevator_sched::group::wbt::{Wbt, WbtParams};
@@ -239,6 +240,10 @@ fn run_policy_traced(
     }
     if scenario.groups.has_limits() {
         sched = Box::new(Throttle::new(sched, scenario.groups.clone()));
+    }
+    // io-throttle checked in submit_bio, before anything below it.
+    if scenario.groups.has_io_throttle() {
+        sched = Box::new(IoThrottle::new(sched, &scenario.groups));
     }
 
     let (mut mix, measured, job_groups) = build_workload(
