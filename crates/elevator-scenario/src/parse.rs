@@ -903,10 +903,13 @@ fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError
         };
         let id = tree.add(name, parent, weight, max);
         if let Some(t) = &g.io_throttle {
-            let rules = t
-                .get_ref()
-                .parse::<IoThrottleLimits>()
-                .map_err(|e| cx.at(t, "group.io_throttle", e.to_string()))?;
+            let rules = t.get_ref().parse::<IoThrottleLimits>().map_err(|e| {
+                cx.at(
+                    t,
+                    "group.io_throttle",
+                    format!("io-throttle rule {:?}: {}", e.field, e.message),
+                )
+            })?;
             tree.set_io_throttle(id, rules);
         }
         if let Some(t) = &g.latency_target {
