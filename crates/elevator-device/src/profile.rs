@@ -806,7 +806,10 @@ struct SsdFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SsdInterface {
-    capacity_gb: u64,
+    /// Capacity in GB (10^9 bytes), or in MB with `capacity_mb` (a probed
+    /// loop device of 1 GiB is not a whole number of GB); exactly one.
+    capacity_gb: Option<u64>,
+    capacity_mb: Option<u64>,
     queue_depth: u32,
     max_sectors: u32,
     link_mb_per_s: f64,
@@ -840,7 +843,15 @@ impl SsdFile {
     fn validate(self, c: &Ctx, name: String) -> Result<SsdParams, ProfileError> {
         let i = &self.interface;
         let f = &self.flash;
-        let gb = c.check("interface.capacity_gb", i.capacity_gb, 1..=1_000_000)?;
+        let capacity_bytes = match (i.capacity_gb, i.capacity_mb) {
+            (Some(gb), None) => {
+                c.check("interface.capacity_gb", gb, 1..=1_000_000)? * 1_000_000_000
+            }
+            (None, Some(mb)) => {
+                c.check("interface.capacity_mb", mb, 1..=1_000_000_000)? * 1_000_000
+            }
+            _ => return Err(c.error("interface", "give one of capacity_gb and capacity_mb")),
+        };
         let queue_depth = c.check("interface.queue_depth", i.queue_depth, 1..=65_535)?;
         let max_sectors = c.check("interface.max_sectors", i.max_sectors, 8..=65_535)?;
         let link = c.check("interface.link_mb_per_s", i.link_mb_per_s, 1.0..=1e6)?;
@@ -877,7 +888,7 @@ impl SsdFile {
         }
         Ok(SsdParams {
             name,
-            capacity_sectors: gb * 1_000_000_000 / SECTOR_SIZE,
+            capacity_sectors: capacity_bytes / SECTOR_SIZE,
             queue_depth,
             max_sectors,
             channels,
