@@ -122,6 +122,139 @@ impl fmt::Display for IoMax {
     }
 }
 
+/// How io-throttle meters one of a group's limits (the STRATEGY field of
+/// `blockio.bandwidth-max` and `blockio.iops-max`, Andrea Righi's
+/// io-throttle patches, v5 and v8 changelogs, 2008).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bucket {
+    /// Strategy 0: no credit is saved up; the group never goes faster
+    /// than the limit.
+    Leaky,
+    /// Strategy 1: credit accumulates while the group is slower than the
+    /// limit, up to `size` (bytes or I/Os), and starts full; `DEV:LIMIT:1`
+    /// without a size makes it the limit itself (v8 changelog).
+    Token { size: u64 },
+}
+
+/// One io-throttle limit: `limit` bytes or I/Os per second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThrottleRule {
+    pub limit: u64,
+    pub bucket: Bucket,
+}
+
+/// A group's io-throttle limits on the device (all its I/O, reads and
+/// writes together), `None` for no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoThrottleLimits {
+    pub bandwidth: Option<ThrottleRule>,
+    pub iops: Option<ThrottleRule>,
+}
+
+impl IoThrottleLimits {
+    pub fn is_unlimited(&self) -> bool {
+        self.bandwidth.is_none() && self.iops.is_none()
+    }
+}
+
+/// Parses `bandwidth-max=10m:0 iops-max=2150:1` (each `LIMIT[:STRATEGY
+/// [:BUCKET]]` as the cgroup files took it after the device; strategy 0
+/// leaky, 1 token; k/m/g binary suffixes on byte figures).
+impl FromStr for IoThrottleLimits {
+    type Err = IoMaxError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = IoThrottleLimits::default();
+        for field in s.split_whitespace() {
+            let err = |message: &str| IoMaxError {
+                field: field.to_string(),
+                message: message.to_string(),
+            };
+            let (key, value) = field.split_once('=').ok_or_else(|| {
+                err("expected KEY=LIMIT[:STRATEGY[:BUCKET]] with KEY bandwidth-max or iops-max")
+            })?;
+            let bytes = match key {
+                "bandwidth-max" => true,
+                "iops-max" => false,
+                _ => return Err(err("unknown key (bandwidth-max, iops-max)")),
+            };
+            let slot = if bytes {
+                &mut out.bandwidth
+            } else {
+                &mut out.iops
+            };
+            if slot.is_some() {
+                return Err(err("given twice"));
+            }
+            let mut parts = value.split(':');
+            let number = |text: Option<&str>, what: &str| -> Result<u64, IoMaxError> {
+                let text = text.ok_or_else(|| err(&format!("missing {what}")))?;
+                let n = parse_scaled(text, bytes)
+                    .ok_or_else(|| err(&format!("{what} must be a positive integer")))?;
+                if n == 0 {
+                    return Err(err(&format!("{what} must be positive")));
+                }
+                Ok(n)
+            };
+            let limit = number(parts.next(), "LIMIT")?;
+            let bucket = match parts.next() {
+                None | Some("0") => {
+                    if parts.next().is_some() {
+                        return Err(err("a leaky bucket (strategy 0) takes no bucket size"));
+                    }
+                    Bucket::Leaky
+                }
+                Some("1") => {
+                    let size = match parts.next() {
+                        None => limit,
+                        Some(b) => number(Some(b), "BUCKET")?,
+                    };
+                    Bucket::Token { size }
+                }
+                Some(_) => return Err(err("STRATEGY must be 0 (leaky) or 1 (token)")),
+            };
+            if parts.next().is_some() {
+                return Err(err("too many fields"));
+            }
+            *slot = Some(ThrottleRule { limit, bucket });
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for IoThrottleLimits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut sep = "";
+        for (key, rule) in [("bandwidth-max", self.bandwidth), ("iops-max", self.iops)] {
+            if let Some(r) = rule {
+                match r.bucket {
+                    Bucket::Leaky => write!(f, "{sep}{key}={}:0", r.limit)?,
+                    Bucket::Token { size } => write!(f, "{sep}{key}={}:1:{size}", r.limit)?,
+                }
+                sep = " ";
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An integer, with a k/m/g binary suffix when `scaled`.
+fn parse_scaled(text: &str, scaled: bool) -> Option<u64> {
+    let (digits, scale) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        None => (text, 1u64),
+        Some((i, _)) if scaled => {
+            let scale = match &text[i..] {
+                "k" | "K" => 1 << 10,
+                "m" | "M" => 1 << 20,
+                "g" | "G" => 1 << 30,
+                _ => return None,
+            };
+            (&text[..i], scale)
+        }
+        Some(_) => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(scale)
+}
+
 /// One group of the tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
@@ -137,6 +270,9 @@ pub struct Group {
     /// `client_reservation`/`client_limit`): honoured by `mclock` only.
     pub reservation_iops: Option<u32>,
     pub limit_iops: Option<u32>,
+    /// io-throttle's limits (2009, out of tree): honoured by the
+    /// `iothrottle` layer only.
+    pub io_throttle: IoThrottleLimits,
 }
 
 /// The tree of groups of a run; index = `GroupId.0`.
@@ -157,6 +293,7 @@ impl Default for GroupTree {
                 latency_target: None,
                 reservation_iops: None,
                 limit_iops: None,
+                io_throttle: IoThrottleLimits::default(),
             }],
         }
     }
@@ -176,6 +313,7 @@ impl GroupTree {
             latency_target: None,
             reservation_iops: None,
             limit_iops: None,
+            io_throttle: IoThrottleLimits::default(),
         });
         id
     }
@@ -190,6 +328,16 @@ impl GroupTree {
         let g = &mut self.groups[id.0 as usize];
         g.reservation_iops = reservation;
         g.limit_iops = limit;
+    }
+
+    /// Set `id`'s io-throttle limits.
+    pub fn set_io_throttle(&mut self, id: GroupId, limits: IoThrottleLimits) {
+        self.groups[id.0 as usize].io_throttle = limits;
+    }
+
+    /// Whether any group has an io-throttle limit.
+    pub fn has_io_throttle(&self) -> bool {
+        self.groups.iter().any(|g| !g.io_throttle.is_unlimited())
     }
 
     /// The groups whose parent is `id`.
@@ -259,6 +407,43 @@ mod tests {
             ("riops=99999999999999999999", "riops=99999999999999999999"),
         ] {
             let e = bad.parse::<IoMax>().unwrap_err();
+            assert_eq!(e.field, field, "{bad}");
+        }
+    }
+
+    #[test]
+    fn parses_io_throttle_rules() {
+        let t: IoThrottleLimits = "bandwidth-max=10m:0 iops-max=2150:1".parse().unwrap();
+        assert_eq!(
+            t.bandwidth,
+            Some(ThrottleRule {
+                limit: 10 << 20,
+                bucket: Bucket::Leaky
+            })
+        );
+        assert_eq!(
+            t.iops,
+            Some(ThrottleRule {
+                limit: 2150,
+                bucket: Bucket::Token { size: 2150 }
+            })
+        );
+        let back: IoThrottleLimits = t.to_string().parse().unwrap();
+        assert_eq!(back, t);
+        let b: IoThrottleLimits = "bandwidth-max=4096:1:1m".parse().unwrap();
+        assert_eq!(b.bandwidth.unwrap().bucket, Bucket::Token { size: 1 << 20 });
+        assert!("".parse::<IoThrottleLimits>().unwrap().is_unlimited());
+        for (bad, field) in [
+            ("bandwidth-max", "bandwidth-max"),
+            ("iops-max=2150:2", "iops-max=2150:2"),
+            ("iops-max=2k", "iops-max=2k"),
+            ("iops-max=10:0:5", "iops-max=10:0:5"),
+            ("bandwidth-max=0", "bandwidth-max=0"),
+            ("iops-max=1 iops-max=2", "iops-max=2"),
+            ("rbps=1", "rbps=1"),
+            ("iops-max=1:1:1:1", "iops-max=1:1:1:1"),
+        ] {
+            let e = bad.parse::<IoThrottleLimits>().unwrap_err();
             assert_eq!(e.field, field, "{bad}");
         }
     }

@@ -19,7 +19,10 @@ pub mod shared;
 mod time;
 
 pub use error::IoError;
-pub use group::{Group, GroupTree, IoMax, IoMaxError, DEFAULT_WEIGHT, MAX_WEIGHT};
+pub use group::{
+    Bucket, Group, GroupTree, IoMax, IoMaxError, IoThrottleLimits, ThrottleRule, DEFAULT_WEIGHT,
+    MAX_WEIGHT,
+};
 pub use input::read_input;
 pub use ioprio::{IoClass, IoPrio, IoPrioError, IOPRIO_LEVELS};
 pub use limits::QueueLimits;

@@ -6,7 +6,8 @@ pub use crate::ctx::MAX_TICKS;
 use crate::error::{key_on_line, Lines, ScenarioError};
 use crate::result::{Metric, RawResultChecked, Reduce, ResultSpec};
 use elevator_core::{
-    Duration, GroupId, GroupTree, Instant, IoMax, IoPrio, DEFAULT_WEIGHT, MAX_WEIGHT, SECTOR_SIZE,
+    Duration, GroupId, GroupTree, Instant, IoMax, IoPrio, IoThrottleLimits, DEFAULT_WEIGHT,
+    MAX_WEIGHT, SECTOR_SIZE,
 };
 use elevator_device::FaultSpec;
 use elevator_sched::group::iocost_params::{IocostSpec, ParamError};
@@ -90,6 +91,7 @@ struct RawGroup {
     parent: Option<S<String>>,
     weight: Option<S<i64>>,
     io_max: Option<S<String>>,
+    io_throttle: Option<S<String>>,
     latency_target: Option<S<String>>,
     reservation: Option<S<i64>>,
     limit: Option<S<i64>>,
@@ -956,6 +958,16 @@ fn group_tree(cx: &Ctx<'_>, raw: &[RawGroup]) -> Result<GroupTree, ScenarioError
             None => IoMax::default(),
         };
         let id = tree.add(name, parent, weight, max);
+        if let Some(t) = &g.io_throttle {
+            let rules = t.get_ref().parse::<IoThrottleLimits>().map_err(|e| {
+                cx.at(
+                    t,
+                    "group.io_throttle",
+                    format!("io-throttle rule {:?}: {}", e.field, e.message),
+                )
+            })?;
+            tree.set_io_throttle(id, rules);
+        }
         if let Some(t) = &g.latency_target {
             let target = cx.duration(t, "group.latency_target")?;
             if target == Duration::ZERO {

@@ -105,6 +105,14 @@ fn bad_group_declarations_name_file_line_and_key() {
             "g.toml:10: key `group.io_max`",
         ),
         (
+            BASE.replace("io_max = \"rbps=10m\"", "io_throttle = \"iops-max=10:2\""),
+            "g.toml:10: key `group.io_throttle`: io-throttle rule \"iops-max=10:2\"",
+        ),
+        (
+            BASE.replace("io_max = \"rbps=10m\"", "io_throttle = \"rbps=1\""),
+            "g.toml:10: key `group.io_throttle`: io-throttle rule \"rbps=1\"",
+        ),
+        (
             BASE.replace("weight = 200", "weight = 0"),
             "g.toml:11: key `group.weight`",
         ),

@@ -1,13 +1,15 @@
-//! The group layers (blk-throttle's io.max, io.latency, io.cost, blk-wbt)
-//! wrapped around every registered policy pass the same conformance checks: nothing
+//! The group layers (blk-throttle's io.max, io.latency, io.cost, blk-wbt,
+//! io-throttle) wrapped around every registered policy pass the same
+//! conformance checks: nothing
 //! held is ever lost, duplicated or invented, and held requests are
 //! eventually let through. Starvation bounds are the inner policy's
 //! business and limits make waits as long as the limit says, so those
-//! checks are off for throttle and io.latency; wbt promises a bound of its
-//! own (the inner policy's, once per write ahead), checked.
+//! checks are off for throttle, io.latency and io-throttle; wbt promises a
+//! bound of its own (the inner policy's, once per write ahead), checked.
 
-use elevator_core::{Duration, GroupId, GroupTree, IoMax, QueueLimits};
+use elevator_core::{Duration, GroupId, GroupTree, IoMax, IoThrottleLimits, QueueLimits};
 use elevator_sched::group::iocost_params::IocostSpec;
+use elevator_sched::group::iothrottle::IoThrottle;
 use elevator_sched::group::latency::LatencyLimiter;
 use elevator_sched::group::registry::GROUP_LAYERS;
 use elevator_sched::group::throttle::Throttle;
@@ -24,7 +26,7 @@ use proptest::test_runner::TestCaseError;
 const CASES: u32 = 96;
 
 /// Groups 1-3 (the generator uses groups 0-3): a limited group, its limited
-/// child, and a group with a latency target.
+/// child (with an io-throttle rule too), and a group with a latency target.
 fn tree() -> GroupTree {
     let mut t = GroupTree::default();
     let a = t.add(
@@ -33,7 +35,11 @@ fn tree() -> GroupTree {
         100,
         "rbps=2m wbps=1m riops=200".parse::<IoMax>().unwrap(),
     );
-    t.add("b", a, 100, "rbps=1m wiops=100".parse::<IoMax>().unwrap());
+    let b = t.add("b", a, 100, "rbps=1m wiops=100".parse::<IoMax>().unwrap());
+    t.set_io_throttle(
+        b,
+        "bandwidth-max=1m:1".parse::<IoThrottleLimits>().unwrap(),
+    );
     let c = t.add("c", GroupId::ROOT, 300, IoMax::default());
     t.set_latency_target(c, Some(Duration::from_millis(5)));
     t
@@ -68,6 +74,39 @@ fn throttle_and_latency_layers_conform_around_every_policy() {
             "{} behind throttle + io.latency: {result:?}",
             ty.name
         );
+    }
+}
+
+/// io-throttle's rules on groups 1-3 (the generator uses groups 0-3): a
+/// token bucket on bandwidth and a leaky one on I/Os, a leaky bandwidth
+/// rule, and a token bucket on I/Os with a small bucket; the root unlimited.
+fn io_throttle_tree() -> GroupTree {
+    let mut t = GroupTree::default();
+    let rules = [
+        "bandwidth-max=2m:1 iops-max=200:0",
+        "bandwidth-max=1m:0",
+        "iops-max=100:1:4",
+    ];
+    for (k, r) in rules.iter().enumerate() {
+        let g = t.add(&format!("g{k}"), GroupId::ROOT, 100, IoMax::default());
+        t.set_io_throttle(g, r.parse::<IoThrottleLimits>().unwrap());
+    }
+    t
+}
+
+#[test]
+fn io_throttle_conforms_around_every_policy() {
+    for ty in registry() {
+        let mut runner = strategy::runner(CASES);
+        let result = runner.run(&strategy::case(), |case| {
+            let limits = case.device.limits;
+            let inner = ty.build_default(&limits);
+            let layered = IoThrottle::new(inner, &io_throttle_tree());
+            run(Box::new(layered), &case, &options())
+                .map_err(|v| TestCaseError::fail(v.to_string()))?;
+            Ok(())
+        });
+        assert!(result.is_ok(), "{} behind io-throttle: {result:?}", ty.name);
     }
 }
 

@@ -8,6 +8,10 @@
 //! [`iocost`] (io.cost) charges each request to its group's virtual time
 //! by a cost model and holds groups that ran ahead of the device's, so
 //! `io.weight` holds under any policy, in the same place.
+//! [`iothrottle`] is io-throttle, the 2009 out-of-tree controller that
+//! slept the submitting task of a group over its bytes/s or I/Os/s limit
+//! (leaky or token bucket); it sits where that check ran, in
+//! `submit_bio`, above everything else.
 //! [`wbt`] (blk-wbt) holds buffered writes over a depth it scales by the
 //! latency of reads, in the same place, inside the others (it is the
 //! first rq-qos policy a queue gets).
@@ -42,6 +46,7 @@ macro_rules! forward_to_inner {
 
 pub mod iocost;
 pub mod iocost_params;
+pub mod iothrottle;
 pub mod latency;
 pub mod registry;
 pub mod throttle;

@@ -10,10 +10,12 @@ use super::GroupLayerType;
 
 /// Every group layer, innermost first: wbt is the queue's first rq-qos
 /// policy, so io.latency and io.cost run before it; blk-throttle sits
-/// above the rq-qos layers, which sit above the elevator.
+/// above the rq-qos layers, which sit above the elevator; io-throttle
+/// checked in `submit_bio`, before anything below it.
 pub const GROUP_LAYERS: &[&GroupLayerType] = &[
     &super::wbt::TYPE,
     &super::latency::TYPE,
     &super::iocost::TYPE,
     &super::throttle::TYPE,
+    &super::iothrottle::TYPE,
 ];

@@ -60,16 +60,34 @@
 //! IDLE; always of IDLE; yes for a sync request against an async A; yes for
 //! metadata when A has none pending; yes for RT against non-RT; yes when A
 //! has idled in this slice (`wait_request`, which 2.6.32 keeps until the
-//! slice ends) and the request is within A's task's mean seek distance of
-//! the head, 4 MiB while the mean has too few samples (`cfq_rq_close`:
-//! 2.6.32 does not cap the mean, so for a seeky task most requests are
-//! close), unless N already preempted so and has not since been selected
-//! from the tree (`coop`, `coop_preempt`).
+//! slice ends) and the request is "close" to the head (`cfq_rq_close`:
+//! within the mean seek distance of the task A's slice serves, 4 MiB while
+//! that mean has too few samples; 2.6.32 does not cap the mean, so for a
+//! seeky task most requests are close) and N has not made a cooperative
+//! jump since it was last chosen from the tree (or is the only busy
+//! queue); N is then marked as having made one (`coop`, `coop_preempt`).
 //!
 //! `wait_request` also opens `may_queue`'s once-per-slice `Must`, and a
 //! request that comes for the waiting queue marks it `must_dispatch`: it
 //! goes out even if the slice ran out meanwhile (`cfq_select_queue`,
 //! v2.6.32 block/cfq-iosched.c).
+//!
+//! # Close cooperators (`cfq_close_cooperator`, `cfqq_close`, v2.6.32)
+//! Busy queues are also indexed by the sector of their next request, one
+//! index per priority level (the kernel's `prio_trees`). When the active
+//! queue has nothing queued (at its completion, and when a queue is
+//! selected), CFQ looks for the busy queue of its level whose next request
+//! starts where the last dispatched one ended, or failing that the nearest
+//! below or above the head, and takes it if that request is close in the
+//! sense above. At a completion such a cooperator replaces the idle wait
+//! (the probe); at selection the active queue expires (keeping no leftover
+//! slice) and the cooperator becomes active at once, marked `coop`. A
+//! queue marked `coop` is not taken as a cooperator again until it is
+//! chosen from the service tree the ordinary way (which clears the mark,
+//! unless the mark came with a preemption, `coop_preempt`). The distance
+//! is the *active* task's mean seek distance: a seeky reader's is a third
+//! of the span it reads, so for it nearly every other queue is "close",
+//! and it hands the disk over after a single request whenever one is.
 //!
 //! `hw_tag` (`cfq_update_hw_tag`): starts on; whenever more than 5 requests
 //! are queued or in the driver, a sample is taken; every 50 samples it is
@@ -79,10 +97,12 @@
 //!
 //! # Modelling notes
 //! - Time is in nanoseconds; one jiffy is 1 ms (HZ = 1000).
-//! - Close cooperators (`cfq_close_cooperator`) are left out: an emptied
-//!   queue idles instead of handing over to a queue whose next request is
-//!   near the head (the preemption rule still lets a near request in, and
-//!   marks its queue a cooperator as 2.6.32 does).
+//! - The level index holds every busy non-IDLE queue keyed by the sector
+//!   its next request has now; the kernel re-keys a queue only when a
+//!   request is added or the queue is re-sorted, skips a queue whose next
+//!   request starts on the sector of another's, and of the two neighbours
+//!   of the head looks first at the rbtree parent of the empty leaf; here
+//!   the nearer neighbour is looked at first.
 //! - A request arriving for the idling active queue stops the idle timer
 //!   and is dispatched at once; the kernel let a single small request wait
 //!   for the timer (`must_dispatch`) so merges could happen, and ran the
@@ -155,7 +175,8 @@ const HW_QUEUE_MIN: u32 = 5;
 const HW_TAG_SAMPLES: u32 = 50;
 /// Seeky: mean seek distance above 8192 sectors (`CIC_SEEKY`, v2.6.32).
 const SEEKY_MEAN: u64 = 8 * 1024;
-/// A request this close to the head is "close" (`CIC_SEEK_THR`, 4 MiB).
+/// A request this close to the head is "close" while the active task's
+/// mean seek distance has too few samples (`CIC_SEEK_THR`, 4 MiB).
 const CLOSE_THR: Sector = 8 * 1024;
 
 /// The tunables both registered names share.
@@ -317,11 +338,13 @@ struct Queue {
     /// A request came while the queue was waiting (`must_dispatch`): it may
     /// dispatch once more even if the slice is used.
     must_dispatch: bool,
-    /// It preempted for a close request (`coop`); it may not do so again
-    /// until the tree next selects it in the ordinary way. `coop_preempt`
-    /// keeps `coop` over the selection that follows the preemption.
+    /// Made a cooperative jump and was not chosen from the tree since
+    /// (`CFQ_CFQQ_FLAG_coop`).
     coop: bool,
+    /// The jump was a preemption by a close request (`coop_preempt`).
     coop_preempt: bool,
+    /// Its entry in the level index: (level, sector of `next_rq`).
+    prio_key: Option<(u8, Sector)>,
 }
 
 impl Queue {
@@ -349,18 +372,9 @@ impl Queue {
             must_dispatch: false,
             coop: false,
             coop_preempt: false,
+            prio_key: None,
         }
     }
-}
-
-/// Why a new request preempts the active queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Preempt {
-    /// One of the class, sync, metadata or used-slice rules.
-    Rule,
-    /// The request is close to where the waiting active queue left the
-    /// head (`cfq_rq_close`); the new queue is marked a cooperator.
-    Close,
 }
 
 /// Per-task state (the kernel's `cfq_io_context`): think time and seek
@@ -440,6 +454,9 @@ pub struct Cfq2632 {
     tasks: FxHashMap<TaskId, TaskState>,
     in_flight: FxHashMap<RequestId, QueueId>,
     tree: BTreeSet<TreeKey>,
+    /// Busy non-IDLE queues by (level, sector of next request): the
+    /// kernel's `prio_trees`, searched for close cooperators.
+    prio: BTreeSet<(u8, Sector, QueueId)>,
     seq: u64,
 
     busy_queues: u32,
@@ -455,7 +472,18 @@ pub struct Cfq2632 {
 
     idle_timer: Option<Instant>,
     active: Option<QueueId>,
+    /// The task of the first request dispatched in this slice, whose seek
+    /// distance decides what is close (`active_cic`).
+    active_task: Option<TaskId>,
     last_position: Sector,
+}
+
+/// What `cfq_should_preempt` decided.
+enum Preempt {
+    No,
+    Yes,
+    /// Yes, for a request close to the head: a cooperative jump.
+    Close,
 }
 
 fn is_sync(r: &Request) -> bool {
@@ -491,6 +519,7 @@ impl Cfq2632 {
             tasks: FxHashMap::default(),
             in_flight: FxHashMap::default(),
             tree: BTreeSet::new(),
+            prio: BTreeSet::new(),
             seq: 0,
             busy_queues: 0,
             rq_queued: 0,
@@ -502,6 +531,7 @@ impl Cfq2632 {
             rq_in_driver_peak: 0,
             idle_timer: None,
             active: None,
+            active_task: None,
             last_position: 0,
         }
     }
@@ -600,14 +630,107 @@ impl Cfq2632 {
         debug_assert!(self.q(id).tree.is_none());
         self.busy_queues += 1;
         self.service_tree_add(id, false, now);
+        self.reindex(id);
     }
 
-    /// `cfq_del_cfqq_rr`.
+    /// `cfq_del_cfqq_rr`: out of the service tree and the level index.
     fn del_rr(&mut self, id: QueueId) {
         if let Some(e) = self.qm(id).tree.take() {
             self.tree.remove(&e);
             self.busy_queues -= 1;
         }
+        self.reindex(id);
+    }
+
+    /// Keep `id`'s entry in the level index in step with its next request
+    /// (`cfq_prio_tree_add`): busy non-IDLE queues only.
+    fn reindex(&mut self, id: QueueId) {
+        let want = {
+            let q = self.q(id);
+            if q.tree.is_none() || q.class == Class::Idle {
+                None
+            } else {
+                q.next_rq
+                    .and_then(|r| q.sorted.get(r))
+                    .map(|r| (q.level, r.sector))
+            }
+        };
+        let old = self.q(id).prio_key;
+        if old == want {
+            return;
+        }
+        if let Some((level, sector)) = old {
+            self.prio.remove(&(level, sector, id));
+        }
+        if let Some((level, sector)) = want {
+            self.prio.insert((level, sector, id));
+        }
+        self.qm(id).prio_key = want;
+    }
+
+    // ----- close cooperators ------------------------------------------------
+
+    /// `cfq_rq_close`: a request starting at `sector` is close to the head
+    /// if within the mean seek distance of the task this slice serves (4
+    /// MiB while that mean has too few samples).
+    fn close_to_head(&self, sector: Sector) -> bool {
+        let Some(task) = self.active_task else {
+            return false;
+        };
+        let thr = self
+            .tasks
+            .get(&task)
+            .filter(|t| t.seek_valid())
+            .map_or(CLOSE_THR, |t| t.seek_mean);
+        sector.abs_diff(self.last_position) <= thr
+    }
+
+    /// `cfqq_close`: the busy queue of `cur`'s level whose next request
+    /// starts at the head; else the nearer of the nearest below and above
+    /// the head if close, else the other if close.
+    fn queue_close(&self, cur: QueueId) -> Option<QueueId> {
+        let level = self.q(cur).level;
+        let head = self.last_position;
+        let above = self
+            .prio
+            .range((level, head, QueueId(0))..=(level, Sector::MAX, QueueId(u32::MAX)))
+            .find(|e| e.2 != cur)
+            .copied();
+        if let Some((_, sector, id)) = above {
+            if sector == head {
+                return Some(id);
+            }
+        }
+        let below = self
+            .prio
+            .range((level, 0, QueueId(0))..(level, head, QueueId(0)))
+            .rev()
+            .find(|e| e.2 != cur)
+            .copied();
+        let mut near: Vec<(Sector, QueueId)> = [below, above]
+            .into_iter()
+            .flatten()
+            .map(|(_, sector, id)| (sector, id))
+            .collect();
+        near.sort_by_key(|&(sector, id)| (sector.abs_diff(head), id));
+        near.into_iter()
+            .find(|&(sector, _)| self.close_to_head(sector))
+            .map(|(_, id)| id)
+    }
+
+    /// `cfq_close_cooperator` (2.6.32): a close queue that has made no
+    /// cooperative jump since it was last chosen from the tree. Unless
+    /// `probe`, it is marked as making one now.
+    fn close_cooperator(&mut self, cur: QueueId, probe: bool) -> Option<QueueId> {
+        self.active_task?;
+        let c = self.queue_close(cur)?;
+        if self.q(c).coop {
+            return None;
+        }
+        if !probe {
+            self.qm(c).coop = true;
+        }
+        Some(c)
     }
 
     // ----- queues -----------------------------------------------------------
@@ -632,6 +755,7 @@ impl Cfq2632 {
                     if class == Class::Idle {
                         q.idle_window = false;
                     }
+                    self.reindex(id);
                 }
                 return id;
             }
@@ -747,45 +871,37 @@ impl Cfq2632 {
         self.qm(id).idle_window = enable;
     }
 
-    /// `cfq_should_preempt` (2.6.32): whether `new` preempts, and whether
-    /// it does so as a close cooperator (the last rule), which marks it.
-    fn should_preempt(&self, new: QueueId, r: &Request, now: Instant) -> Option<Preempt> {
-        let a = self.active?;
+    /// `cfq_should_preempt` (2.6.32).
+    fn should_preempt(&self, new: QueueId, r: &Request, now: Instant) -> Preempt {
+        let Some(a) = self.active else {
+            return Preempt::No;
+        };
         let (n, q) = (self.q(new), self.q(a));
         if self.slice_used(a, now) {
-            return Some(Preempt::Rule);
+            return Preempt::Yes;
         }
         if n.class == Class::Idle {
-            return None;
+            return Preempt::No;
         }
         if q.class == Class::Idle {
-            return Some(Preempt::Rule);
+            return Preempt::Yes;
         }
         if is_sync(r) && !q.sync {
-            return Some(Preempt::Rule);
+            return Preempt::Yes;
         }
         if r.meta && q.meta_pending == 0 {
-            return Some(Preempt::Rule);
+            return Preempt::Yes;
         }
         if n.class == Class::Rt && q.class != Class::Rt {
-            return Some(Preempt::Rule);
+            return Preempt::Yes;
         }
-        if !q.wait_request || q.owner.is_none() {
-            return None;
+        if !q.wait_request || self.active_task.is_none() {
+            return Preempt::No;
         }
-        (self.rq_close(r, q.owner) && (!n.coop || self.busy_queues == 1)).then_some(Preempt::Close)
-    }
-
-    /// `cfq_rq_close` (v2.6.32): within the active task's mean seek
-    /// distance of where the last dispatched request ended, or within
-    /// `CIC_SEEK_THR` (4 MiB) while that mean has too few samples. 2.6.32
-    /// does not cap the mean: a seeky task finds most requests close.
-    fn rq_close(&self, r: &Request, owner: Option<TaskId>) -> bool {
-        let thr = owner
-            .and_then(|t| self.tasks.get(&t))
-            .filter(|t| t.seek_valid())
-            .map_or(CLOSE_THR, |t| t.seek_mean);
-        r.sector.abs_diff(self.last_position) <= thr
+        if self.close_to_head(r.sector) && (!n.coop || self.busy_queues == 1) {
+            return Preempt::Close;
+        }
+        Preempt::No
     }
 
     /// `cfq_preempt_queue`: the active queue expires keeping its leftover;
@@ -856,12 +972,19 @@ impl Cfq2632 {
             self.service_tree_add(id, false, now);
         }
         self.active = None;
+        self.active_task = None;
         self.maybe_free(id);
     }
 
-    fn set_active(&mut self, id: QueueId) {
+    /// `cfq_set_active_queue`: a queue chosen from the tree loses its
+    /// `coop` mark unless a preemption gave it; `coop_preempt` is spent.
+    fn set_active(&mut self, id: QueueId, from_tree: bool) {
         self.idle_timer = None;
         let q = self.qm(id);
+        if from_tree && !q.coop_preempt {
+            q.coop = false;
+        }
+        q.coop_preempt = false;
         q.slice_end = Instant::ZERO;
         q.slice_dispatch = 0;
         q.fifo_checked = false;
@@ -869,21 +992,23 @@ impl Cfq2632 {
         q.must_alloc_slice = false;
         q.wait_request = false;
         q.must_dispatch = false;
-        if !q.coop_preempt {
-            q.coop = false;
-        }
-        q.coop_preempt = false;
         self.active = Some(id);
     }
 
-    /// `cfq_select_queue` (2.6.32, without close cooperators).
+    /// `cfq_select_queue` (2.6.32).
     fn select_queue(&mut self, now: Instant) -> Option<QueueId> {
         if let Some(a) = self.active {
             if !self.slice_used(a, now) || self.q(a).must_dispatch {
-                let q = self.q(a);
-                if !q.sorted.is_empty() {
+                if !self.q(a).sorted.is_empty() {
                     return Some(a);
                 }
+                // A queue with a request near the head runs instead.
+                if let Some(c) = self.close_cooperator(a, false) {
+                    self.expire(a, false, now);
+                    self.set_active(c, false);
+                    return Some(c);
+                }
+                let q = self.q(a);
                 if self.idle_timer.is_some() || (q.dispatched > 0 && q.idle_window) {
                     return None;
                 }
@@ -891,7 +1016,7 @@ impl Cfq2632 {
             self.expire(a, false, now);
         }
         let &(.., id) = self.tree.iter().next()?;
-        self.set_active(id);
+        self.set_active(id, true);
         Some(id)
     }
 
@@ -980,6 +1105,8 @@ impl Cfq2632 {
         self.update_hw_tag();
         if self.q(id).sorted.is_empty() {
             self.del_rr(id);
+        } else {
+            self.reindex(id);
         }
         request
     }
@@ -1045,14 +1172,19 @@ impl Scheduler for Cfq2632 {
                         self.qm(id).must_dispatch = true;
                     }
                     self.idle_timer = None;
-                } else if let Some(how) = self.should_preempt(id, &info, now) {
-                    if how == Preempt::Close {
-                        let q = self.qm(id);
-                        q.coop = true;
-                        q.coop_preempt = true;
+                } else {
+                    match self.should_preempt(id, &info, now) {
+                        Preempt::No => {}
+                        Preempt::Yes => self.preempt_queue(id, now),
+                        Preempt::Close => {
+                            let q = self.qm(id);
+                            q.coop = true;
+                            q.coop_preempt = true;
+                            self.preempt_queue(id, now);
+                        }
                     }
-                    self.preempt_queue(id, now);
                 }
+                self.reindex(id);
             }
             MergeOutcome::Merged {
                 survivor,
@@ -1078,6 +1210,7 @@ impl Scheduler for Cfq2632 {
                 let prev = self.q(id).next_rq;
                 let next = self.choose_req(id, prev, Some(survivor), last_position);
                 self.qm(id).next_rq = next;
+                self.reindex(id);
             }
         }
     }
@@ -1110,6 +1243,9 @@ impl Scheduler for Cfq2632 {
             .or(self.q(id).next_rq)
             .expect("a selected queue has requests");
         let request = self.take(id, rid);
+        if self.active_task.is_none() {
+            self.active_task = Some(request.task);
+        }
         let async_rq = self.slice_async_rq;
         let busy_others = self.busy_queues > 1;
         let q = self.qm(id);
@@ -1156,7 +1292,11 @@ impl Scheduler for Cfq2632 {
             let q = self.q(id);
             if self.slice_used(id, now) || q.class == Class::Idle {
                 self.expire(id, true, now);
-            } else if q.sorted.is_empty() && sync && !request.noidle {
+            } else if q.sorted.is_empty()
+                && self.close_cooperator(id, true).is_none()
+                && sync
+                && !request.noidle
+            {
                 self.arm_slice_timer(id, now);
             }
         }
@@ -1242,6 +1382,30 @@ impl Scheduler for Cfq2632 {
                 "rq_in_driver {in_driver}, queues' dispatched {dispatched}, in flight {}",
                 self.in_flight.len()
             ));
+        }
+        let indexed = self.prio.len();
+        let busy_indexed = self
+            .queues
+            .iter()
+            .flatten()
+            .filter(|q| q.tree.is_some() && q.class != Class::Idle)
+            .count();
+        if indexed != busy_indexed {
+            return Err(format!(
+                "{indexed} queues in the level index, {busy_indexed} busy non-IDLE queues"
+            ));
+        }
+        for &(level, sector, id) in &self.prio {
+            let q = self.queues[id.0 as usize]
+                .as_ref()
+                .ok_or_else(|| format!("level index names freed queue {}", id.0))?;
+            let at = q.next_rq.and_then(|r| q.sorted.get(r)).map(|r| r.sector);
+            if q.level != level || at != Some(sector) || q.prio_key != Some((level, sector)) {
+                return Err(format!(
+                    "queue {} indexed at ({level}, {sector}), next request at {at:?}",
+                    id.0
+                ));
+            }
         }
         if sync_dispatched != self.sync_flight {
             return Err(format!(
@@ -1515,6 +1679,97 @@ mod tests {
             panic!("a request goes out")
         };
         assert_eq!(d.task, TaskId(1), "task 1's awaited read, not task 2's");
+    }
+
+    /// Two BE4 readers at depth 1 on a disk serving each request in 1
+    /// ms, each thinking 0.1 ms between a completion and its next request:
+    /// task 1 reads at random in a 512 MiB span, task 2 sequentially from
+    /// `seq_base`; run until `until_ms`.
+    fn seeky_and_sequential(seq_base: Sector, until_ms: u64) -> Run<Cfq2632> {
+        let limits = QueueLimits::default();
+        let span = 1 << 20;
+        let think = |p: Phase| Phase {
+            min_think: Duration::from_micros(100),
+            max_think: Duration::from_micros(100),
+            ..p
+        };
+        let random = TaskScript {
+            base: Some(REGION),
+            ..TaskScript::new(
+                1,
+                REGION,
+                vec![think(Phase::reads(100_000, 8, Layout::Random { span }))],
+            )
+        };
+        let seq = TaskScript {
+            base: Some(seq_base),
+            ..TaskScript::new(
+                2,
+                seq_base,
+                vec![think(Phase::reads(100_000, 256, Layout::Sequential))],
+            )
+        };
+        let case = Case::serial(vec![random, seq], limits, Duration::from_millis(1));
+        let mut run = Run::new(Box::new(Cfq2632::new(&limits)), &case, &Options::default());
+        run.run_until(Instant(until_ms * 1_000_000))
+            .unwrap_or_else(|v| panic!("{v}"));
+        run
+    }
+
+    /// Requests per task served in `[from, to)` ms.
+    fn served(run: &Run<Cfq2632>, task: u32, from: u64, to: u64) -> usize {
+        run.stats(TaskId(task))
+            .served
+            .iter()
+            .filter(|s| (from * 1_000_000..to * 1_000_000).contains(&s.dispatched.nanos()))
+            .count()
+    }
+
+    #[test]
+    fn a_seeky_reader_hands_the_disk_to_a_queue_within_its_seek_distance() {
+        // The sequential reader starts inside the random reader's span, so
+        // its next request is always within the random task's mean seek
+        // distance (a third of the span): 2.6.32 takes it as a close
+        // cooperator whenever the random queue runs dry, unless it made a
+        // cooperative jump since it was last chosen from the tree. The
+        // random reader then gets a whole slice only every other round.
+        let near = seeky_and_sequential(REGION + (1 << 19), 3_000);
+        // Far away (about 48 GiB off), nothing is close: plain round
+        // robin, a 100 ms slice each.
+        let far = seeky_and_sequential(REGION + 100_000_000, 3_000);
+        let (rn, sn) = (
+            served(&near, 1, 1_000, 3_000),
+            served(&near, 2, 1_000, 3_000),
+        );
+        let (rf, sf) = (served(&far, 1, 1_000, 3_000), served(&far, 2, 1_000, 3_000));
+        println!("near: random {rn} sequential {sn}; far: random {rf} sequential {sf}");
+        // The serial disk serves each request in about a millisecond, so
+        // the random reader's share is its share of the requests.
+        let share = |r: usize, s: usize| r as f64 / (r + s) as f64;
+        assert!((0.45..=0.55).contains(&share(rf, sf)), "far: {rf} vs {sf}");
+        assert!(share(rn, sn) < 0.4, "near: {rn} vs {sn}");
+    }
+
+    #[test]
+    fn the_close_test_uses_the_whole_mean_seek_distance() {
+        // 2.6.32's cfq_rq_close: within the active task's seek_mean, not
+        // capped at CIC_SEEK_THR once the mean has samples.
+        let mut s = Cfq2632::new(&QueueLimits::default());
+        s.active_task = Some(TaskId(1));
+        let mut t = TaskState::new(Instant::ZERO);
+        for k in 0..20u64 {
+            let sector = 8 + (k % 2) * 1_000_000;
+            t.add_seek(sector);
+            t.last_request_pos = sector;
+        }
+        assert!(t.seek_valid() && t.seek_mean > 500_000, "{}", t.seek_mean);
+        s.tasks.insert(TaskId(1), t);
+        s.last_position = 0;
+        assert!(s.close_to_head(400_000), "within the mean");
+        assert!(!s.close_to_head(2_000_000), "beyond it");
+        s.tasks.get_mut(&TaskId(1)).unwrap().seek_samples = 0;
+        assert!(!s.close_to_head(400_000), "too few samples: 4 MiB");
+        assert!(s.close_to_head(CLOSE_THR));
     }
 
     #[test]
