@@ -218,7 +218,14 @@ fn every_registered_layer_conforms_around_every_policy() {
 #[test]
 fn the_shared_layer_check_fails_a_layer_that_loses_requests() {
     let lost = check_layer(&toys::LOSING_LAYER, 24).expect_err("a losing layer must fail");
-    assert!(lost.contains("lost") || lost.contains("never"), "{lost}");
+    // The checker names a lost request at the end of a run ("never
+    // dispatched (lost)") or, sooner, when the policy reports nothing
+    // queued while inserted ids wait ("queued() = 0 with N ids
+    // undispatched"); proptest's shrinking may end on either.
+    assert!(
+        lost.contains("lost") || lost.contains("never") || lost.contains("undispatched"),
+        "{lost}"
+    );
     check_layer(&toys::PASS_LAYER, 24).expect("the toy without its flaw conforms");
 }
 
