@@ -3,10 +3,10 @@
 //! device through io_uring (`--engine uring --target PATH`, or the job's
 //! `filename=`), printed as a table or as fio's JSON.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use elevator_core::{Instant, QueueLimits};
 use elevator_metrics::fio::{render_json, FioDiskUtil, FioJob};
-use elevator_sched::Scheduler;
+use elevator_sched::stack::{Origin, StackBuilder};
 use elevator_workload::fio::JobFile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,7 +36,8 @@ pub struct FioOptions {
     pub device: Option<String>,
     pub seed: u64,
     pub depth: Option<usize>,
-    /// Run the policy through the invariant checker (simulator only).
+    /// Run the policy through the invariant checker (on anyway in builds
+    /// with debug assertions).
     pub check: bool,
     pub json: bool,
 }
@@ -60,24 +61,16 @@ pub fn run(options: &FioOptions, out: &mut Vec<u8>) -> Result<()> {
     }
     let mut outcomes = Vec::new();
     for name in &options.schedulers {
-        let sched = elevator_sched::find(name)
-            .ok_or_else(|| anyhow!("--sched: unknown scheduler {name:?}"))?;
-        let tunables = sched
-            .tunables(
-                options
-                    .tunables
-                    .iter()
-                    .filter(|(p, _, _)| p == sched.name || sched.aliases.contains(&p.as_str()))
-                    .map(|(_, t, v)| (t.as_str(), *v)),
-            )
-            .map_err(|e| anyhow!("--set: {e}"))?;
-        let build = |limits: &QueueLimits| (sched.build)(&tunables, limits);
+        let builder = StackBuilder::new(name, Origin::flag("--sched"))?
+            .overrides(&options.tunables)?
+            .check(options.check);
+        let scheduler = builder.policy().name.to_string();
         let outcome = match options.engine {
-            EngineKind::Sim => run_sim(&file, options, &build)?,
-            EngineKind::Uring => run_uring(&file, options, &build)?,
+            EngineKind::Sim => run_sim(&file, options, builder)?,
+            EngineKind::Uring => run_uring(&file, options, builder)?,
         };
         outcomes.push(Outcome {
-            scheduler: sched.name.to_string(),
+            scheduler,
             ..outcome
         });
     }
@@ -154,30 +147,20 @@ fn engine_name(e: EngineKind) -> &'static str {
     }
 }
 
-fn run_sim(
-    file: &JobFile,
-    options: &FioOptions,
-    build: &dyn Fn(&QueueLimits) -> Box<dyn Scheduler>,
-) -> Result<Outcome> {
+fn run_sim(file: &JobFile, options: &FioOptions, builder: StackBuilder) -> Result<Outcome> {
     if options.target.is_some() || options.allow_write {
         bail!("--target and --allow-write are for --engine uring");
     }
+    if options.depth.is_some() {
+        bail!("--depth is for --engine uring: a simulated device queues as its profile says");
+    }
     let device_name = options.device.as_deref().unwrap_or(DEFAULT_SIM_DEVICE);
     let device = elevator_device::open(device_name)?;
-    let mut limits = device.limits();
-    if let Some(d) = options.depth {
-        limits.queue_depth = limits.queue_depth.min(d as u32);
-    }
+    let limits = device.limits();
     let (mut workload, groups) = file.build(limits.capacity * 512, options.seed)?;
-    let mut policy = build(&limits);
-    if groups.len() > 1 {
-        policy.set_groups(&groups);
-    }
-    let config = elevator_sim::EngineConfig {
-        check: options.check,
-        ..elevator_sim::EngineConfig::default()
-    };
-    let mut engine = elevator_sim::Engine::new(policy, device, config);
+    let builder = builder.groups(&groups);
+    let (mut engine, _) =
+        elevator_sim::Engine::build(builder, device, elevator_sim::EngineConfig::default());
     let summary = engine.run(&mut workload);
     if summary.timed_out {
         bail!("the simulation hit its time limit before the jobs finished");
@@ -207,11 +190,7 @@ fn run_sim(
     })
 }
 
-fn run_uring(
-    file: &JobFile,
-    options: &FioOptions,
-    build: &dyn Fn(&QueueLimits) -> Box<dyn Scheduler>,
-) -> Result<Outcome> {
+fn run_uring(file: &JobFile, options: &FioOptions, builder: StackBuilder) -> Result<Outcome> {
     use elevator_uring::target::{self, Access};
     let path: PathBuf = match (&options.target, file.filename()) {
         (Some(t), _) => t.clone(),
@@ -246,13 +225,10 @@ fn run_uring(
         capacity: t.bytes / 512,
     };
     let (mut workload, groups) = file.build(t.bytes, options.seed)?;
-    let mut policy = build(&limits);
-    if groups.len() > 1 {
-        policy.set_groups(&groups);
-    }
     let backend = elevator_uring::Uring::new(t.file, (depth * 2 + 16) as u32)
         .with_context(|| format!("{}: setting up io_uring", path.display()))?;
-    let mut rt = elevator_uring::Runtime::new(backend, policy, depth);
+    let (mut rt, _) =
+        elevator_uring::Runtime::build(builder.groups(&groups), backend, &limits, depth)?;
     let end = rt.run(&mut workload, None)?;
     let stats = rt.stats();
     let elapsed = end.nanos().max(1);

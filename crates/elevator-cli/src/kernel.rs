@@ -277,7 +277,12 @@ mod tests {
             "read_ahead_kb",
         ]
         .iter()
-        .map(|f| std::fs::read_to_string(q.join(f)).unwrap().trim().to_string())
+        .map(|f| {
+            std::fs::read_to_string(q.join(f))
+                .unwrap()
+                .trim()
+                .to_string()
+        })
         .collect()
     }
 

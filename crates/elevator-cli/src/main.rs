@@ -7,6 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use elevator_scenario::replay::Variant;
 use elevator_scenario::{RunOptions, Scenario};
+use elevator_sched::stack::{self, Origin, StackBuilder};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -74,7 +75,7 @@ enum Command {
         /// Let `--engine uring` write to the target (never without it).
         #[arg(long)]
         allow_write: bool,
-        /// Device queue-depth limit (default: uring, what the jobs issue; sim, the device's).
+        /// Device queue-depth limit for `--engine uring` (default: what the jobs issue).
         #[arg(long)]
         depth: Option<usize>,
         /// Run every policy through the invariant checker (conservation, merges,
@@ -458,16 +459,7 @@ impl std::error::Error for CheckFailed {}
 fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
     match cli.command {
         Command::List { tunables } => list(out, tunables),
-        Command::Show { policy } => {
-            let t = elevator_sched::find(&policy).ok_or_else(|| {
-                let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
-                anyhow!(
-                    "show: unknown policy {policy:?} (known: {})",
-                    known.join(", ")
-                )
-            })?;
-            show_policy(out, t)
-        }
+        Command::Show { policy } => show_policy(out, stack::policy(&policy, Origin::flag("show"))?),
         Command::Reproduce {
             only,
             jobs,
@@ -482,7 +474,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             let options = elevator_scenario::reproduce::ReproduceOptions {
                 only,
                 jobs: jobs.unwrap_or(0),
-                tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                tunables: parse_sets(&set)?,
                 device,
                 charts: report.is_some(),
             };
@@ -508,9 +500,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             }
             if let Some(s) = sched {
                 for name in &s {
-                    if elevator_sched::find(name).is_none() {
-                        bail!("--sched: unknown scheduler {name:?}");
-                    }
+                    stack::policy(name, Origin::flag("--sched"))?;
                 }
                 options.schedulers = s;
             }
@@ -639,26 +629,36 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                     "--budget and --verify-runs must be at least 1, --verify-settings at least 2"
                 );
             }
-            tune::tune(
-                &tune::TuneOptions {
-                    workload,
-                    device,
-                    objective,
-                    sched: sched.unwrap_or_default(),
-                    budget,
-                    seed,
-                    threads,
-                    cpu_cost: !no_cpu_cost,
-                    dev,
-                    top,
-                    verify,
-                    verify_settings,
-                    verify_runs,
-                    allow_write,
-                    kernel,
-                },
-                out,
-            )
+            let options = tune::TuneOptions {
+                workload,
+                device,
+                objective,
+                sched: sched.unwrap_or_default(),
+                budget,
+                seed,
+                threads,
+                cpu_cost: !no_cpu_cost,
+                dev,
+                top,
+                verify,
+                verify_settings,
+                verify_runs,
+                allow_write,
+                kernel,
+            };
+            let t = tune::tune(&options, out)?;
+            match &options.verify {
+                Some(target) => verify::verify(
+                    &options,
+                    &t.workload,
+                    &t.objective,
+                    &t.result,
+                    &t.kernel_default,
+                    target,
+                    out,
+                ),
+                None => Ok(()),
+            }
         }
         Command::Validate { trace, device } => {
             let v = elevator_scenario::validate::validate(&trace, &device)?;
@@ -709,7 +709,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                     target,
                     allow_write,
                     schedulers: sched.unwrap_or_else(|| vec!["noop".into()]),
-                    tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                    tunables: parse_sets(&set)?,
                     device,
                     seed: seed.unwrap_or(1),
                     depth,
@@ -730,7 +730,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 schedulers: sched,
                 device,
                 seed,
-                tunables: set.iter().map(|s| parse_set(s)).collect::<Result<_>>()?,
+                tunables: parse_sets(&set)?,
                 trace: trace.is_some(),
                 charts: report.is_some(),
                 clock: None,
@@ -770,22 +770,20 @@ fn grid_variants(policies: &[String], grid: &[String]) -> Result<Vec<Variant>> {
         let (key, values) = g.split_once('=').ok_or_else(bad)?;
         // Policy names may hold dots (cfq-2.6.32), tunable names never do.
         let (policy, tunable) = key.rsplit_once('.').ok_or_else(bad)?;
-        let t = elevator_sched::find(policy.trim())
-            .ok_or_else(|| anyhow!("--grid {g:?}: unknown scheduler {policy:?}"))?;
+        let origin = || Origin::flag(format!("--grid {g:?}"));
+        let t = stack::policy(policy.trim(), origin())?;
         let values: Vec<i64> = values
             .split(',')
             .map(|v| v.trim().parse().map_err(|_| bad()))
             .collect::<Result<_>>()?;
         for v in &values {
-            t.tunables([(tunable.trim(), *v)])
-                .map_err(|e| anyhow!("--grid {g:?}: {e}"))?;
+            StackBuilder::new(t.name, origin())?.tunable(tunable.trim(), *v, origin())?;
         }
         axes.push((t.name.to_string(), tunable.trim().to_string(), values));
     }
     let mut variants = Vec::new();
     for p in policies {
-        let t =
-            elevator_sched::find(p).ok_or_else(|| anyhow!("--sched: unknown scheduler {p:?}"))?;
+        let t = stack::policy(p, Origin::flag("--sched"))?;
         variants.push(Variant::new(t.name));
         let mine: Vec<&(String, String, Vec<i64>)> =
             axes.iter().filter(|(q, _, _)| q == t.name).collect();
@@ -1003,24 +1001,12 @@ fn load(name: &str) -> Result<Scenario> {
     Ok(Scenario::parse(name, &text)?)
 }
 
-/// `POLICY.TUNABLE=VALUE`.
-fn parse_set(s: &str) -> Result<(String, String, i64)> {
-    let bad = || anyhow!("--set {s:?}: expected POLICY.TUNABLE=VALUE, e.g. deadline.fifo_batch=8");
-    let (key, value) = s.split_once('=').ok_or_else(bad)?;
-    // Policy names may hold dots (cfq-2.6.32), tunable names never do.
-    let (policy, tunable) = key.rsplit_once('.').ok_or_else(bad)?;
-    let value: i64 = value.trim().parse().map_err(|_| bad())?;
-    if policy.trim() == "block" {
-        let mut probe = elevator_sim::EngineConfig::default();
-        elevator_scenario::apply_block(&mut probe, tunable.trim(), value)
-            .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
-        return Ok(("block".into(), tunable.trim().to_string(), value));
-    }
-    let t = elevator_sched::find(policy.trim())
-        .ok_or_else(|| anyhow!("--set {s:?}: unknown scheduler {policy:?}"))?;
-    t.tunables([(tunable.trim(), value)])
-        .map_err(|e| anyhow!("--set {s:?}: {e}"))?;
-    Ok((policy.trim().to_string(), tunable.trim().to_string(), value))
+/// Each `--set POLICY.TUNABLE=VALUE` or `block.NAME=VALUE`, checked.
+fn parse_sets(sets: &[String]) -> Result<Vec<stack::Override>> {
+    Ok(sets
+        .iter()
+        .map(|s| stack::parse_override(s))
+        .collect::<Result<_, _>>()?)
 }
 
 /// Write one `--report` page, creating its directory.
@@ -1243,32 +1229,12 @@ fn list(out: &mut Vec<u8>, tunables: bool) -> Result<()> {
         "Policies (--sched NAME; tunables: elevator list --tunables), what each honours:\n",
     );
     elevator_metrics::text::columns(&mut text, &policies);
-    // The group layers sit in front of the policy, so they work with all.
-    let layers = [
-        (
-            "io.max",
-            "limits",
-            "blk-throttle: per-group bytes/s and IOPS limits, in front of any policy",
-        ),
-        (
-            "io.latency",
-            "targets",
-            "per-group latency targets: looser siblings get less queue depth, any policy",
-        ),
-        (
-            "io.cost",
-            "weights",
-            "iocost ([iocost]): a cost model and vtime per group hold io.weight, any policy",
-        ),
-        (
-            "wbt",
-            "-",
-            "blk-wbt ([wbt]): writeback held to a depth scaled by read latency; off under bfq, cfq",
-        ),
-    ];
-    let layers: Vec<Vec<String>> = layers
+    // The group layers sit in front of the policy, so they work with all;
+    // listed outermost first.
+    let layers: Vec<Vec<String>> = elevator_sched::group::registry::GROUP_LAYERS
         .iter()
-        .map(|(name, honours, about)| vec![(*name).into(), (*honours).into(), (*about).into()])
+        .rev()
+        .map(|t| vec![t.name.into(), t.honours.into(), t.about.into()])
         .collect();
     text.push_str(
         "\nGroup layers ([groups.NAME], [iocost], [wbt] in a scenario), in front of any policy:\n",

@@ -5,6 +5,7 @@
 
 use anyhow::{anyhow, Result};
 use elevator_core::Duration;
+use elevator_sched::stack::{Origin, StackBuilder};
 use elevator_tune::fit::{self, Facts};
 use elevator_tune::probe::{ProbePlan, ProbeWorkload};
 use std::io::{IsTerminal, Write};
@@ -82,7 +83,7 @@ pub fn probe(o: &ProbeOptions, out: &mut Vec<u8>) -> Result<()> {
             eprintln!("{line}");
         }
     });
-    let noop = elevator_sched::find("noop").expect("noop is registered");
+    let noop = StackBuilder::new("noop", Origin::command_line())?;
     let depth = plan.max_depth() as usize;
     let limits = elevator_core::QueueLimits {
         rotational: sys.rotational.unwrap_or(false),
@@ -90,7 +91,7 @@ pub fn probe(o: &ProbeOptions, out: &mut Vec<u8>) -> Result<()> {
         max_sectors: DEFAULT_MAX_SECTORS,
         capacity: span / 512,
     };
-    elevator_uring::probe::run(target, noop.build_default(&limits), depth, &mut workload)?;
+    elevator_uring::probe::run(target, noop, &limits, depth, &mut workload)?;
     let results = workload.into_results();
     let facts = Facts {
         target: o.target.display().to_string(),

@@ -90,7 +90,17 @@ fn shorten(s: &str, n: usize) -> String {
     }
 }
 
-pub fn tune(o: &TuneOptions, out: &mut Vec<u8>) -> Result<()> {
+/// What a tune run found, for `--verify` (`verify.rs`) to check on the
+/// real target.
+#[derive(Debug)]
+pub struct Tuned {
+    pub workload: TuneWorkload,
+    pub objective: Objective,
+    pub result: SearchResult,
+    pub kernel_default: Setting,
+}
+
+pub fn tune(o: &TuneOptions, out: &mut Vec<u8>) -> Result<Tuned> {
     let objective = Objective::parse(&o.objective)?;
     let workload = load(o)?;
     let eval_options = EvalOptions {
@@ -150,18 +160,12 @@ pub fn tune(o: &TuneOptions, out: &mut Vec<u8>) -> Result<()> {
         wall,
         out,
     )?;
-    if let Some(target) = &o.verify {
-        crate::verify::verify(
-            o,
-            &workload,
-            &objective,
-            &result,
-            &kernel_default,
-            target,
-            out,
-        )?;
-    }
-    Ok(())
+    Ok(Tuned {
+        workload,
+        objective,
+        result,
+        kernel_default,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -9,16 +9,17 @@
 //! sysfs ([`crate::kernel::SysfsGuard`], restored on exit, error and
 //! Ctrl-C) and fio runs the job file on the target.
 
+use crate::kernel::{fio_json_figures, SysfsGuard};
 use crate::tune::{measured_value, predicted, TuneOptions};
 use anyhow::{anyhow, bail, Result};
 use elevator_core::QueueLimits;
+use elevator_sched::stack::{Origin, StackBuilder};
+use elevator_tune::apply::kernel_name;
 use elevator_tune::eval::{fio_figures, TuneWorkload};
 use elevator_tune::objective::Objective;
 use elevator_tune::search::SearchResult;
 use elevator_tune::space::Setting;
 use elevator_tune::verify::{kendall_tau, median};
-use crate::kernel::{fio_json_figures, SysfsGuard};
-use elevator_tune::apply::kernel_name;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
@@ -54,13 +55,15 @@ pub fn verify(
         if file.writes() && !o.allow_write {
             bail!("the job writes: --verify --kernel needs --allow-write");
         }
-        let queue = elevator_uring::probe::sysfs(target).queue_dir().ok_or_else(|| {
-            anyhow!(
-                "--kernel needs a whole block device (a loop device or a disk): {} has no \
+        let queue = elevator_uring::probe::sysfs(target)
+            .queue_dir()
+            .ok_or_else(|| {
+                anyhow!(
+                    "--kernel needs a whole block device (a loop device or a disk): {} has no \
                  /sys/block/NAME/queue",
-                target.display()
-            )
-        })?;
+                    target.display()
+                )
+            })?;
         elevator_uring::interrupt::catch_sigint()?;
         Some(SysfsGuard::new(&queue)?)
     } else {
@@ -94,11 +97,10 @@ pub fn verify(
             let t = elevator_uring::probe::open_target(target, file.writes(), o.allow_write)?;
             let bytes = t.bytes;
             let (mut w, groups) = file.build(bytes, o.seed)?;
-            let policy = elevator_sched::find(&s.policy)
-                .ok_or_else(|| anyhow!("unknown scheduler {:?}", s.policy))?;
-            let tunables = policy
-                .tunables(s.tunables.iter().map(|(k, v)| (k.as_str(), *v)))
-                .map_err(|e| anyhow!("{e}"))?;
+            let mut builder = StackBuilder::new(&s.policy, Origin::flag("--verify"))?;
+            for (k, v) in &s.tunables {
+                builder = builder.tunable(k, *v, Origin::flag("--verify"))?;
+            }
             let limits = QueueLimits {
                 rotational: elevator_uring::probe::sysfs(target)
                     .rotational
@@ -107,11 +109,8 @@ pub fn verify(
                 max_sectors: MAX_SECTORS,
                 capacity: bytes / 512,
             };
-            let mut sched = (policy.build)(&tunables, &limits);
-            if groups.len() > 1 {
-                sched.set_groups(&groups);
-            }
-            let end = elevator_uring::probe::run(t, sched, depth, &mut w)?;
+            let builder = builder.groups(&groups);
+            let end = elevator_uring::probe::run(t, builder, &limits, depth, &mut w)?;
             let figures = fio_figures(file, &w.stats(), &groups, end);
             measured[i].push(measured_value(objective, &figures)?);
         }

@@ -399,7 +399,7 @@ fn list_tunables_and_show_print_kernel_names_defaults_units_and_meaning() {
     );
     let (code, _, err) = elevator(&["show", "nosuch"]);
     assert_eq!(code, 2);
-    assert!(err.contains("unknown policy"), "{err}");
+    assert!(err.contains("unknown scheduler"), "{err}");
 }
 
 #[test]

@@ -35,19 +35,26 @@
 //! (`benches/devices.rs`).
 //!
 //! Build one with [`open`] (a built-in name or a `.toml` path) or
-//! [`parse`]; [`builtin_profiles`] lists the built-ins.
+//! [`parse`]; [`builtin_profiles`] lists the built-ins. A profile names its
+//! model by `kind`; [`DEVICE_MODELS`] is the registry of models (a
+//! `DeviceModelType` each, as policies have `SchedulerType`): adding a model
+//! is one module and one line there.
 
 mod completions;
 pub mod disksim;
 mod faulty;
 mod hdd;
+mod models;
 mod profile;
 mod sdcard;
 mod ssd;
 
 pub use elevator_core::read_input;
 pub use faulty::{FaultSpec, FaultStats, Faulty, DEFAULT_STALL, SD_TIMEOUT};
-pub use profile::{builtin_profiles, open, parse, ProfileError, MAX_PROFILE_BYTES};
+pub use models::{open, parse, parse_with, DEVICE_MODELS};
+pub use profile::{
+    builtin_profiles, builtin_text, DeviceModelType, ProfileError, ProfileText, MAX_PROFILE_BYTES,
+};
 
 use elevator_core::{Instant, IoError, QueueLimits, Request, RequestId};
 

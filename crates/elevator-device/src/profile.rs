@@ -22,7 +22,7 @@ use std::fmt;
 use std::ops::RangeInclusive;
 
 /// The built-in profiles: name, one-line description, file text.
-const BUILTINS: &[(&str, &str, &str)] = &[
+pub(crate) const BUILTINS: &[(&str, &str, &str)] = &[
     (
         "ide-2003",
         "2003 fast IDE disk (Deskstar 120GXP class): 80 GB, 7200 rpm, ATA-100, no queueing",
@@ -75,59 +75,13 @@ pub fn builtin_profiles() -> Vec<(&'static str, &'static str)> {
     BUILTINS.iter().map(|&(n, d, _)| (n, d)).collect()
 }
 
+/// The text of built-in profile `name`.
+pub fn builtin_text(name: &str) -> Option<&'static str> {
+    BUILTINS.iter().find(|b| b.0 == name).map(|b| b.2)
+}
+
 /// The largest profile file read: the built-in ones are under 4 KiB.
 pub const MAX_PROFILE_BYTES: usize = 1 << 20;
-
-/// Build a device from a built-in profile name or a path to a `.toml`
-/// profile.
-pub fn open(name_or_path: &str) -> Result<Box<dyn Device>, ProfileError> {
-    if let Some(&(name, _, text)) = BUILTINS.iter().find(|b| b.0 == name_or_path) {
-        return parse(name, text);
-    }
-    match crate::read_input(std::path::Path::new(name_or_path), MAX_PROFILE_BYTES) {
-        Ok(text) => parse(name_or_path, &text),
-        Err(source) => Err(ProfileError::NotFound {
-            name: name_or_path.to_string(),
-            builtins: BUILTINS.iter().map(|b| b.0).collect::<Vec<_>>().join(", "),
-            source,
-        }),
-    }
-}
-
-/// Build a device from profile text; `source_name` names it in errors and
-/// becomes the device's name (a path's file stem).
-pub fn parse(source_name: &str, text: &str) -> Result<Box<dyn Device>, ProfileError> {
-    let ctx = Ctx {
-        file: source_name,
-        text,
-    };
-    let name = std::path::Path::new(source_name)
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or(source_name)
-        .to_string();
-    // First only the kind, then the whole file against that kind's schema:
-    // serde keeps toml's spans only when the target type is known up front.
-    let head: KindOnly = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
-    match head.kind.as_str() {
-        "hdd" => {
-            let f: HddFile = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
-            Ok(Box::new(Hdd::new(f.validate(&ctx, name)?)))
-        }
-        "ssd" => {
-            let f: SsdFile = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
-            Ok(Box::new(Ssd::new(f.validate(&ctx, name)?)))
-        }
-        "sdcard" => {
-            let f: SdFile = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
-            Ok(Box::new(SdCard::new(f.validate(&ctx, name)?)))
-        }
-        other => Err(ctx.error(
-            "kind",
-            format!("unknown device kind {other:?}: expected \"hdd\", \"ssd\" or \"sdcard\""),
-        )),
-    }
-}
 
 /// The disk model of an `hdd` profile itself, for the model's unit tests
 /// that look at its state.
@@ -167,15 +121,52 @@ pub enum ProfileError {
     },
 }
 
-/// The file being loaded, for error messages.
-struct Ctx<'a> {
-    file: &'a str,
-    text: &'a str,
+/// A device model, as `SchedulerType` is a policy: the `kind` a profile
+/// names it by, a line for `elevator list`, the tables its profiles have,
+/// and `build`, which checks a profile's text and builds the model (named
+/// by its second argument). Each model declares one; the registry
+/// ([`crate::DEVICE_MODELS`]) lists them.
+#[derive(Clone, Copy)]
+pub struct DeviceModelType {
+    /// `kind = "NAME"` in a profile.
+    pub name: &'static str,
+    pub about: &'static str,
+    /// The profile's tables besides `kind` (`mechanics`, `flash`).
+    pub keys: &'static [&'static str],
+    pub build: BuildModel,
 }
 
-impl Ctx<'_> {
+/// A model's `build`: the profile's text and the device's name to the
+/// model, or the error at the profile's line and key.
+pub type BuildModel = fn(&ProfileText<'_>, String) -> Result<Box<dyn Device>, ProfileError>;
+
+impl fmt::Debug for DeviceModelType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceModelType")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A profile file being loaded: its text, and errors that name the file,
+/// the line and the key.
+#[derive(Clone, Copy, Debug)]
+pub struct ProfileText<'a> {
+    pub file: &'a str,
+    pub text: &'a str,
+}
+
+type Ctx<'a> = ProfileText<'a>;
+
+impl ProfileText<'_> {
+    /// The whole file as a model's schema `T`; an unknown or missing key,
+    /// or a value of the wrong type, is an error at its line.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, ProfileError> {
+        toml::from_str(self.text).map_err(|e| self.toml_error(&e))
+    }
+
     /// An error about `key` (a dotted path), at the line that sets it.
-    fn error(&self, key: &str, message: impl Into<String>) -> ProfileError {
+    pub fn error(&self, key: &str, message: impl Into<String>) -> ProfileError {
         ProfileError::Invalid {
             file: self.file.to_string(),
             line: locate_key(self.text, key),
@@ -185,7 +176,7 @@ impl Ctx<'_> {
     }
 
     /// `value` if it lies in `range`, else an error naming `key`.
-    fn check<T: PartialOrd + fmt::Display + Copy>(
+    pub fn check<T: PartialOrd + fmt::Display + Copy>(
         &self,
         key: &str,
         value: T,
@@ -207,7 +198,7 @@ impl Ctx<'_> {
 
     /// Translate a toml/serde error, finding the line from its span and
     /// the key from the message or the line.
-    fn toml_error(&self, e: &toml::de::Error) -> ProfileError {
+    pub(crate) fn toml_error(&self, e: &toml::de::Error) -> ProfileError {
         let message = e.message().trim().to_string();
         let offset = e.span().map_or(0, |s| s.start.min(self.text.len()));
         let line = self.text[..offset].matches('\n').count() + 1;
@@ -305,12 +296,25 @@ fn us(v: f64) -> Duration {
     Duration::from_secs_f64(v / 1e6)
 }
 
+/// A profile's first key, read before the rest: serde keeps toml's spans
+/// only when the target type is known up front.
 #[derive(Deserialize)]
-struct KindOnly {
-    kind: String,
+pub(crate) struct KindOnly {
+    pub(crate) kind: String,
 }
 
 // ---------------------------------------------------------------- hdd --
+
+/// The hard-disk model ([`Hdd`]).
+pub const HDD: DeviceModelType = DeviceModelType {
+    name: "hdd",
+    about: "hard disk: seek curve, rotation, zones, segmented cache, write-back, NCQ",
+    keys: &["interface", "mechanics", "layout", "controller", "cache"],
+    build: |p, name| {
+        let f: HddFile = p.parse()?;
+        Ok(Box::new(Hdd::new(f.validate(p, name)?)))
+    },
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -793,6 +797,17 @@ impl HddLayout {
 
 // ---------------------------------------------------------------- ssd --
 
+/// The flash SSD model ([`Ssd`]).
+pub const SSD: DeviceModelType = DeviceModelType {
+    name: "ssd",
+    about: "SSD: channels, dies and planes, striped map, write buffer, host link",
+    keys: &["interface", "flash", "buffer"],
+    build: |p, name| {
+        let f: SsdFile = p.parse()?;
+        Ok(Box::new(Ssd::new(f.validate(p, name)?)))
+    },
+};
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SsdFile {
@@ -911,6 +926,17 @@ impl SsdFile {
 
 // ------------------------------------------------------------- sdcard --
 
+/// The SD card model ([`SdCard`]).
+pub const SDCARD: DeviceModelType = DeviceModelType {
+    name: "sdcard",
+    about: "SD card: allocation units, a few open, opening one costs a copy",
+    keys: &["interface", "flash"],
+    build: |p, name| {
+        let f: SdFile = p.parse()?;
+        Ok(Box::new(SdCard::new(f.validate(p, name)?)))
+    },
+};
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SdFile {
@@ -990,6 +1016,7 @@ impl SdFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{open, parse};
 
     fn invalid(text: &str) -> (usize, String, String) {
         match parse("t.toml", text) {

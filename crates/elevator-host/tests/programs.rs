@@ -66,7 +66,10 @@ fn args_from_keys(t: &registry::ProgramType) -> Args {
 fn every_registered_program_kind_builds_from_its_keys() {
     assert_eq!(PROGRAMS.len(), 9);
     for t in PROGRAMS {
-        assert_eq!(registry::find(t.name).unwrap().name, t.name);
+        assert_eq!(
+            elevator_host::process::programs::find(t.name).unwrap().name,
+            t.name
+        );
         let args = args_from_keys(t);
         if let Some(p) = t.period {
             assert!(matches!(t.key(p).unwrap().ty, KeyType::Time), "{}", t.name);
@@ -109,7 +112,7 @@ fn every_registered_program_kind_builds_from_its_keys() {
             (t.tasks)(&args)
         );
     }
-    assert!(registry::find("rsync").is_none());
+    assert!(elevator_host::process::programs::find("rsync").is_none());
 }
 
 #[test]

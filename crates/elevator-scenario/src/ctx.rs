@@ -4,12 +4,16 @@
 //! without importing one another.
 
 use crate::error::{Lines, ScenarioError};
-use crate::parse::MAX_TICKS;
 use crate::units::{parse_duration, parse_size};
 use elevator_core::{Duration, SECTOR_SIZE};
 use toml::Spanned;
 
 type S<T> = Spanned<T>;
+
+/// The most wake-ups one periodic job or process may ask for over the time
+/// limit (`time_limit / period`): ten million ticks simulate in seconds,
+/// while `period = "1ns"` over an hour would never end.
+pub const MAX_TICKS: u64 = 10_000_000;
 
 /// Error helpers bound to one file's text.
 pub(crate) struct Ctx<'a> {
@@ -29,6 +33,10 @@ impl Ctx<'_> {
             Some(key),
             message,
         )
+    }
+    /// Where `v` stands: this file, its line, `key`.
+    pub(crate) fn origin<T>(&self, v: &S<T>, key: &str) -> elevator_sched::stack::Origin {
+        elevator_sched::stack::Origin::file(self.file, Some(self.line(v.span().start)), key)
     }
     /// A key that names one of two settings, `off` or `on`; `default` when
     /// the key is absent.

@@ -29,6 +29,23 @@ impl ScenarioError {
     }
 }
 
+impl ScenarioError {
+    /// An error in a command-line flag or argument (`key` names it, when
+    /// there is one): the one constructor for them.
+    pub fn command_line(key: Option<&str>, message: impl Into<String>) -> Self {
+        ScenarioError::new(elevator_sched::stack::COMMAND_LINE, None, key, message)
+    }
+}
+
+/// A stack that cannot be built, as the scenario error that names the same
+/// file, line and key (or the command line and its flag).
+impl From<elevator_sched::stack::ConfigError> for ScenarioError {
+    fn from(e: elevator_sched::stack::ConfigError) -> Self {
+        let (file, line, key) = e.origin().parts();
+        ScenarioError::new(file, line, key, e.message())
+    }
+}
+
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file)?;

@@ -10,6 +10,7 @@ use crate::ctx::Ctx;
 use crate::error::ScenarioError;
 use elevator_core::{Duration, GroupId, GroupTree, IoPrio, QueueLimits};
 use elevator_host::params::{Allocator, HostParams, PRESETS};
+use elevator_host::process::programs;
 use elevator_host::process::registry::{self, Args, Default, KeyType, ProgramType, Share, Value};
 use elevator_host::setup::{self, SetupError};
 use elevator_host::{Host, WritebackCharge};
@@ -274,7 +275,7 @@ pub(crate) fn host_params(
 pub(crate) fn parse_host(
     cx: &Ctx<'_>,
     raw: &Option<S<RawHost>>,
-    block: &crate::parse::RawBlock,
+    block: &crate::block::RawBlock,
     files: &[RawFiles],
     processes: &[RawProcess],
     groups: &GroupTree,
@@ -585,11 +586,11 @@ fn process(
     }
     let kind_v = required("kind")?;
     let kind = kind_v.get_ref().as_str();
-    let program: &'static ProgramType = registry::find(kind).ok_or_else(|| {
+    let program: &'static ProgramType = programs::find(kind).ok_or_else(|| {
         cx.at(
             &kind_v,
             "process.kind",
-            format!("unknown kind {kind:?} ({})", registry::names()),
+            format!("unknown kind {kind:?} ({})", programs::names()),
         )
     })?;
     // Keys present that this kind does not take.

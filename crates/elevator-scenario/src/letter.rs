@@ -89,7 +89,7 @@ impl Default for LetterOptions {
             devices: vec![LETTER_DEVICE.into(), "sata-hdd".into()],
             schedulers: LETTER_SCHEDULERS
                 .iter()
-                .filter(|s| elevator_sched::find(s).is_some())
+                .filter(|s| elevator_sched::stack::find(s).is_some())
                 .map(|s| s.to_string())
                 .collect(),
             seed: None,
@@ -162,7 +162,7 @@ pub fn run_letter(
 ) -> Result<LetterReport, ScenarioError> {
     if let Some(k) = options.think_scale {
         crate::startup::check_think_scale(k)
-            .map_err(|m| ScenarioError::new("<command line>", None, Some("think-scale"), m))?;
+            .map_err(|m| ScenarioError::command_line(Some("think-scale"), m))?;
     }
     let mut devices = Vec::new();
     let mut think_s = BTreeMap::new();

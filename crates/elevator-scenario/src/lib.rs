@@ -11,6 +11,7 @@
 //! Built-in scenarios live in the repository's `scenarios/` folder and are
 //! compiled into the binary.
 
+mod block;
 mod builtin;
 mod ctx;
 mod error;
@@ -31,13 +32,13 @@ mod units;
 pub mod validate;
 
 pub use builtin::{builtin, builtins};
+pub use elevator_sched::group::wbt::WbtSpec;
 pub use error::ScenarioError;
 pub use host::{FileKind, FileSetSpec, HostSpec, ProcessSpec};
 pub use parse::{
-    JobTemplate, Scenario, Sweep, WbtSpec, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS,
-    MAX_WBT_LAT_USEC,
+    JobTemplate, Scenario, Sweep, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS, MAX_WBT_LAT_USEC,
 };
 pub use quantity::Unit;
-pub use run::{apply_block, run, run_one, run_policy, RunOptions};
+pub use run::{run, run_one, run_policy, RunOptions};
 pub use table::{CellSpec, TableSpec};
 pub use units::{parse_duration, parse_size};

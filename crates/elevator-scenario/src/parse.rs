@@ -1,6 +1,8 @@
 //! The scenario file format and its validation.
 
+pub(crate) use crate::block::RawBlock;
 pub(crate) use crate::ctx::Ctx;
+pub use crate::ctx::MAX_TICKS;
 use crate::error::{key_on_line, Lines, ScenarioError};
 use crate::result::{Metric, RawResultChecked, Reduce, ResultSpec};
 use elevator_core::{
@@ -8,6 +10,8 @@ use elevator_core::{
 };
 use elevator_device::FaultSpec;
 use elevator_sched::group::iocost_params::{IocostSpec, ParamError};
+use elevator_sched::group::wbt::WbtSpec;
+use elevator_sched::stack::{self, Origin};
 use elevator_sim::EngineConfig;
 use elevator_workload::Pattern;
 use serde::Deserialize;
@@ -31,11 +35,6 @@ pub const MAX_SCENARIO_BYTES: usize = 4 << 20;
 /// include/linux/threads.h), so that a mistyped count fails at once
 /// instead of filling memory.
 pub const MAX_TASKS: u64 = 0x8000;
-
-/// The most wake-ups one periodic job or process may ask for over the time
-/// limit (`time_limit / period`): ten million ticks simulate in seconds,
-/// while `period = "1ns"` over an hour would never end.
-pub const MAX_TICKS: u64 = 10_000_000;
 
 type S<T> = Spanned<T>;
 
@@ -144,18 +143,6 @@ struct RawFaults {
     stall_at: Vec<S<String>>,
 }
 
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawBlock {
-    pub(crate) preset: Option<S<String>>,
-    nr_requests: Option<S<i64>>,
-    batch_requests: Option<S<i64>>,
-    steal: Option<bool>,
-    inflight_limit: Option<S<String>>,
-    max_sectors: Option<S<String>>,
-    restart_before_wakeup: Option<bool>,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawJob {
@@ -204,16 +191,6 @@ pub struct JobTemplate {
     pub group: GroupId,
     /// Read one `bs` frame per period (a media player; `frames_missed`).
     pub period: Option<Duration>,
-}
-
-/// A scenario's `[wbt]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WbtSpec {
-    /// `wbt_lat_usec`: `None` for the kernel's default for the device
-    /// (`"default"` or -1, as sysfs takes it), `Some(0)` for off.
-    pub lat_usec: Option<u64>,
-    /// `write_cache`: "write back" (true, the default) or "write through".
-    pub write_cache: bool,
 }
 
 /// Run the scenario once per point of one parameter.
@@ -336,8 +313,7 @@ impl Scenario {
             Some(list) => {
                 let mut names = Vec::new();
                 for s in list {
-                    let t = elevator_sched::find(s.get_ref())
-                        .ok_or_else(|| cx.at(s, "schedulers", unknown_policy(s.get_ref())))?;
+                    let t = stack::policy(s.get_ref(), cx.origin(s, "schedulers"))?;
                     if names.iter().any(|n| n == t.name) {
                         return Err(cx.at(
                             s,
@@ -359,15 +335,9 @@ impl Scenario {
 
         let mut tunables = BTreeMap::new();
         for (policy, values) in &raw.sched {
-            let Some(t) = elevator_sched::find(policy) else {
-                let at = values.values().next().map(|v| cx.line(v.span().start));
-                return Err(ScenarioError::new(
-                    file,
-                    at,
-                    Some(&format!("sched.{policy}")),
-                    unknown_policy(policy),
-                ));
-            };
+            let at = values.values().next().map(|v| cx.line(v.span().start));
+            let key = format!("sched.{policy}");
+            let t = stack::policy(policy, Origin::file(file, at, &key))?;
             let mut resolved = BTreeMap::new();
             for (name, value) in values {
                 let key = format!("sched.{policy}.{name}");
@@ -409,8 +379,7 @@ impl Scenario {
         let mut block_by_policy = BTreeMap::new();
         for (policy, preset) in &raw.presets {
             let key = format!("presets.{policy}");
-            let t = elevator_sched::find(policy)
-                .ok_or_else(|| cx.at(preset, &key, unknown_policy(policy)))?;
+            let t = stack::policy(policy, cx.origin(preset, &key))?;
             if !["linux-2.6", "linux-2.4", "linux-2.6.32"].contains(&preset.get_ref().as_str()) {
                 return Err(cx.at(
                     preset,
@@ -625,11 +594,6 @@ fn named_field(message: &str) -> Option<String> {
 
 /// The top-level keys and tables every scenario has.
 const TOP_LEVEL_REQUIRED: &[&str] = &["name", "description", "result"];
-
-fn unknown_policy(name: &str) -> String {
-    let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
-    format!("unknown scheduler {name:?} (known: {})", known.join(", "))
-}
 
 fn cx_result(
     cx: &Ctx<'_>,

@@ -23,6 +23,7 @@
 use crate::ScenarioError;
 use elevator_core::Instant;
 use elevator_metrics::JobReport;
+use elevator_sched::stack::{Origin, StackBuilder};
 use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::trace::{open_trace, ReplayMode, ReplaySummary, TraceFormat, TraceReplay};
 use std::fmt::Write as _;
@@ -95,10 +96,6 @@ impl ReplayOutcome {
     }
 }
 
-fn cli(message: String) -> ScenarioError {
-    ScenarioError::new("<command line>", None, None, message)
-}
-
 fn trace_error(e: elevator_workload::TraceError) -> ScenarioError {
     ScenarioError {
         file: e.file,
@@ -108,30 +105,32 @@ fn trace_error(e: elevator_workload::TraceError) -> ScenarioError {
     }
 }
 
-/// Check `variant` names a policy and valid tunables.
-pub fn check_variant(variant: &Variant) -> Result<(), ScenarioError> {
-    let t = elevator_sched::find(&variant.policy)
-        .ok_or_else(|| cli(format!("unknown scheduler {:?}", variant.policy)))?;
-    t.tunables(variant.tunables.iter().map(|(k, v)| (k.as_str(), *v)))
-        .map_err(|e| cli(e.to_string()))?;
-    Ok(())
+/// The stack of `variant`: its policy (named by `--sched`) and tunables.
+fn stack(variant: &Variant) -> Result<StackBuilder, ScenarioError> {
+    let mut builder = StackBuilder::new(&variant.policy, Origin::flag("--sched"))?;
+    for (name, value) in &variant.tunables {
+        let origin = Origin::flag(format!("--grid {}.{name}", builder.policy().name));
+        builder = builder.tunable(name, *value, origin)?;
+    }
+    Ok(builder)
 }
 
-/// Replay the trace once under `variant`.
+/// Check `variant` names a policy and valid tunables.
+pub fn check_variant(variant: &Variant) -> Result<(), ScenarioError> {
+    stack(variant).map(drop)
+}
+
+/// Replay the trace once under `variant`, on the 2.6 block layer.
 pub fn replay(config: &ReplayConfig, variant: &Variant) -> Result<ReplayOutcome, ScenarioError> {
-    let sched_type = elevator_sched::find(&variant.policy)
-        .ok_or_else(|| cli(format!("unknown scheduler {:?}", variant.policy)))?;
-    let tunables = sched_type
-        .tunables(variant.tunables.iter().map(|(k, v)| (k.as_str(), *v)))
-        .map_err(|e| cli(e.to_string()))?;
-    let dev = elevator_device::open(&config.device)
-        .map_err(|e| cli(format!("device {:?}: {e}", config.device)))?;
+    let builder = stack(variant)?;
+    let dev = elevator_device::open(&config.device).map_err(|e| {
+        ScenarioError::command_line(None, format!("device {:?}: {e}", config.device))
+    })?;
     let limits = dev.limits();
-    let sched = (sched_type.build)(&tunables, &limits);
+    let (mut engine, stack) = Engine::build(builder, dev, EngineConfig::linux_26());
     let reader = open_trace(&config.trace, config.format).map_err(trace_error)?;
     let format = reader.format();
     let mut replay = TraceReplay::new(reader, config.mode, limits.capacity, limits.max_sectors, 1);
-    let mut engine = Engine::new(sched, dev, EngineConfig::linux_26());
     let run = engine.run(&mut replay);
     if let Some(e) = replay.error() {
         return Err(trace_error(e.clone()));
@@ -152,7 +151,7 @@ pub fn replay(config: &ReplayConfig, variant: &Variant) -> Result<ReplayOutcome,
     let reads = replay.read_latency();
     Ok(ReplayOutcome {
         variant: Variant {
-            policy: sched_type.name.to_string(),
+            policy: stack.policy.name.to_string(),
             tunables: variant.tunables.clone(),
         },
         format,

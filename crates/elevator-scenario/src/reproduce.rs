@@ -600,7 +600,7 @@ pub fn reproduce(
     options: &ReproduceOptions,
     progress: Progress<'_>,
 ) -> Result<Reproduction, ScenarioError> {
-    let cli = |m: String| ScenarioError::new("<command line>", None, Some("only"), m);
+    let cli = |m: String| ScenarioError::command_line(Some("only"), m);
     let chosen: Vec<String> = experiments()
         .into_iter()
         .filter(|n| match &options.only {

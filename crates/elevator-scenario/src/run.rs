@@ -6,10 +6,8 @@ use elevator_metrics::{
     DeviceReport, GroupReport, JobChart, JobStats, LatencyStats, Report, ResultValue, RunReport,
     Throughput,
 };
-use elevator_sched::group::iocost::IoCost;
-use elevator_sched::group::latency::LatencyLimiter;
-use elevator_sched::group::throttle::Throttle;
-use elevator_sched::group::wbt::{Wbt, WbtParams};
+use elevator_sched::group::LayerSettings;
+use elevator_sched::stack::{ConfigError, Origin, StackBuilder};
 use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::{DirectJob, Mix, Part};
 use std::collections::BTreeMap;
@@ -44,13 +42,15 @@ pub fn run(
     options: &RunOptions,
     progress: &mut dyn FnMut(&RunReport),
 ) -> Result<Report, ScenarioError> {
-    let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
     let schedulers = options
         .schedulers
         .clone()
         .unwrap_or_else(|| scenario.schedulers.clone());
     if schedulers.is_empty() {
-        return Err(cli("no scheduler to run".into()));
+        return Err(ConfigError::NoPolicy {
+            origin: Origin::flag("--sched"),
+        }
+        .into());
     }
     let device = options
         .device
@@ -196,16 +196,22 @@ fn run_policy_traced(
     check: bool,
     record: Recording,
 ) -> Result<RunReport, ScenarioError> {
-    let cli = |msg: String| ScenarioError::new("<command line>", None, None, msg);
-    let sched_type = elevator_sched::find(policy).ok_or_else(|| {
-        let known: Vec<&str> = elevator_sched::registry().iter().map(|t| t.name).collect();
-        cli(format!(
-            "unknown scheduler {policy:?} (known: {})",
-            known.join(", ")
-        ))
-    })?;
-    let mut dev =
-        elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
+    let builder = StackBuilder::new(policy, Origin::flag("--sched"))?;
+    let name = builder.policy().name;
+    let builder = builder
+        .scenario_tunables(
+            &scenario.file,
+            scenario.tunables.get(name).into_iter().flatten(),
+        )?
+        .overrides(overrides)?
+        .groups(&scenario.groups)
+        .layer_settings(LayerSettings {
+            iocost: scenario.iocost.clone(),
+            wbt: scenario.wbt,
+        })
+        .check(check);
+    let mut dev = elevator_device::open(device)
+        .map_err(|e| ScenarioError::command_line(None, format!("device {device:?}: {e}")))?;
     if !scenario.faults.is_empty() {
         dev = Box::new(elevator_device::Faulty::new(
             dev,
@@ -215,75 +221,16 @@ fn run_policy_traced(
     }
     let mut config = *scenario
         .block_by_policy
-        .get(sched_type.name)
+        .get(name)
         .unwrap_or(&scenario.block);
     config.time_limit = Instant::ZERO + scenario.time_limit;
-    config.check |= check;
-    for (p, k, v) in overrides.iter().filter(|(p, _, _)| p == "block") {
-        apply_block(&mut config, k, *v).map_err(|m| cli(format!("--set {p}.{k}={v}: {m}")))?;
-    }
-    // The block layer's request-size limit, where below the device's (2.4's
-    // IDE driver), holds for the policy's merges and the host's requests.
-    let mut limits = dev.limits();
-    if let Some(m) = config.max_sectors {
-        limits.max_sectors = limits.max_sectors.min(m.max(1));
-    }
+    let (mut engine, stack) = Engine::build(builder, dev, config);
+    let config = *engine.config();
+    let limits = stack.limits;
 
-    let mut values: Vec<(&str, i64)> = scenario
-        .tunables
-        .get(sched_type.name)
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k.as_str(), *v))
-        .collect();
-    for (p, k, v) in overrides.iter().filter(|(p, _, _)| p != "block") {
-        if elevator_sched::find(p).is_some_and(|t| t.name == sched_type.name) {
-            values.push((k.as_str(), *v));
-        }
-    }
-    let tunables = sched_type
-        .tunables(values)
-        .map_err(|e| cli(e.to_string()))?;
-    // blk-throttle sits above the rq-qos layers (io.latency, io.cost), which
-    // sit above the elevator.
-    let mut sched = (sched_type.build)(&tunables, &limits);
-    sched.set_groups(&scenario.groups);
-    // wbt is the queue's first rq-qos policy, so the others run before it.
-    let wbt = wbt_setting(scenario, sched_type.name, &limits);
-    if let Some(Ok(params)) = wbt {
-        sched = Box::new(Wbt::new(sched, &limits, params));
-    }
-    if scenario.groups.has_latency_targets() {
-        sched = Box::new(LatencyLimiter::new(sched, scenario.groups.clone(), &limits));
-    }
-    if let Some(ic) = &scenario.iocost {
-        sched = Box::new(IoCost::new(
-            sched,
-            &scenario.groups,
-            &limits,
-            Some(&ic.model),
-            Some(&ic.qos),
-        ));
-    }
-    if scenario.groups.has_limits() {
-        sched = Box::new(Throttle::new(sched, scenario.groups.clone()));
-    }
-
-    let (mut mix, measured, job_groups) = build_workload(
-        scenario,
-        sched_type.name,
-        &limits,
-        seed,
-        config.nr_requests[1],
-    )?;
-    let mut engine = Engine::new(sched, dev, config);
-    engine.set_context(replay_context(
-        scenario,
-        sched_type.name,
-        device,
-        seed,
-        overrides,
-    ));
+    let (mut mix, measured, job_groups) =
+        build_workload(scenario, name, &limits, seed, config.nr_requests[1])?;
+    engine.set_context(replay_context(scenario, name, device, seed, overrides));
     if record.trace {
         engine.enable_trace();
     }
@@ -317,17 +264,18 @@ fn run_policy_traced(
     let busy_s = summary.device.busy_ns as f64 / 1e9;
     let total_bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
     Ok(RunReport {
-        scheduler: sched_type.name.to_string(),
+        scheduler: name.to_string(),
         variant: None,
         groups,
-        tunables: tunables
+        tunables: stack
+            .tunables
             .iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect::<BTreeMap<_, _>>(),
         block: {
             let mut block = block_settings(&config);
-            if let Some(w) = wbt {
-                block.insert("wbt".to_string(), wbt_shown(w));
+            for (layer, shown) in &stack.shown {
+                block.insert((*layer).to_string(), shown.clone());
             }
             block
         },
@@ -337,7 +285,7 @@ fn run_policy_traced(
             value,
             cut,
         },
-        published: scenario.published.get(sched_type.name).cloned(),
+        published: scenario.published.get(name).cloned(),
         simulated_s: end_s,
         aggregate_mb_s: if end_s > 0.0 {
             total_bytes as f64 / 1e6 / end_s
@@ -469,41 +417,6 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
     settings
 }
 
-/// What `[wbt]` gives `policy` on a device with `limits`: wbt's settings,
-/// or why the kernel runs it without (`None` without the section).
-pub fn wbt_setting(
-    scenario: &Scenario,
-    policy: &str,
-    limits: &QueueLimits,
-) -> Option<Result<WbtParams, &'static str>> {
-    let spec = scenario.wbt?;
-    let lat_usec = spec
-        .lat_usec
-        .unwrap_or_else(|| elevator_sched::group::wbt::default_lat_usec(limits.rotational));
-    Some(if lat_usec == 0 {
-        Err("wbt_lat_usec=0")
-    } else if let Some(why) = elevator_sched::group::wbt::disabled_by(policy) {
-        Err(why)
-    } else if scenario.iocost.as_ref().is_some_and(|ic| ic.qos.enable) {
-        // ioc_qos_write: enabling io.cost calls wbt_disable_default.
-        Err("iocost")
-    } else {
-        Ok(WbtParams {
-            lat_usec,
-            write_cache: spec.write_cache,
-        })
-    })
-}
-
-/// The `wbt` entry of a run's settings: `2000us`, or `off(bfq)`.
-fn wbt_shown(setting: Result<WbtParams, &'static str>) -> String {
-    match setting {
-        Ok(p) if p.write_cache => format!("{}us", p.lat_usec),
-        Ok(p) => format!("{}us(write-through)", p.lat_usec),
-        Err(why) => format!("off({why})"),
-    }
-}
-
 /// What a failed check prints after the violation: the run, and the
 /// command that replays it.
 fn replay_context(
@@ -527,46 +440,6 @@ fn replay_context(
          replay: elevator run {source} --sched {policy} --device {device} --seed {seed}{sets} --check",
         scenario.name
     )
-}
-
-/// A `--set block.NAME=VALUE` override (sizes in bytes; 0 lifts a limit).
-pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<(), String> {
-    let n = usize::try_from(value).map_err(|_| "must not be negative".to_string())?;
-    match name {
-        "nr_requests" if n > 0 => config.nr_requests = [n, n],
-        "batch_requests" if n > 0 => config.batch_requests = n,
-        "steal" => config.steal = n != 0,
-        "inflight_limit" => {
-            config.inflight_limit = (n > 0).then_some((n as u64).div_ceil(SECTOR_SIZE));
-        }
-        "max_sectors" => {
-            let sectors = (n as u64).div_ceil(SECTOR_SIZE);
-            config.max_sectors = match u32::try_from(sectors) {
-                Ok(0) => None,
-                Ok(s) => Some(s),
-                Err(_) => return Err("over 2 TiB".into()),
-            };
-        }
-        "restart_before_wakeup" => config.restart_before_wakeup = n != 0,
-        // ns of policy CPU per request (elevator_sched::cost); 0: off.
-        "cpu_cost" => config.cpu_cost = elevator_core::Duration(n as u64),
-        // 1: the linux-2.6.32 allocation (sync/async lists, batching,
-        // may_queue); 0: the linux-2.6 one.
-        "sync_lists" => config.sync_lists = n != 0,
-        // 1: the lists' congestion bits reach the host's writeback
-        // (linux-2.6.32); 0: the host judges congestion itself.
-        "congestion" => config.congestion = n != 0,
-        // 1: 2.6.32's plugging (unplug_thresh 4, unplug_delay 3 ms); 0: none.
-        "plugging" => config.plugging = (n != 0).then_some(elevator_sim::Plugging::LINUX_2632),
-        "nr_requests" | "batch_requests" => return Err("must be at least 1".into()),
-        other => {
-            return Err(format!(
-                "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit, \
-                 max_sectors, restart_before_wakeup, sync_lists, congestion, plugging, cpu_cost)"
-            ))
-        }
-    }
-    Ok(())
 }
 
 /// Per group: its jobs' bytes, rates, latency and share of device time.

@@ -387,7 +387,7 @@ fn cell(
 
     let policy = match policy {
         Some(p) => {
-            let t = elevator_sched::find(p.get_ref())
+            let t = elevator_sched::stack::find(p.get_ref())
                 .filter(|t| known.schedulers.iter().any(|s| s == t.name));
             match t {
                 Some(t) => t.name.to_string(),

@@ -340,8 +340,8 @@ pub fn validate_reader<R: BufRead + Send>(
     reader: TraceReader<R>,
     device: &str,
 ) -> Result<Validation, ScenarioError> {
-    let cli = |m: String| ScenarioError::new("<command line>", None, None, m);
-    let dev = elevator_device::open(device).map_err(|e| cli(format!("device {device:?}: {e}")))?;
+    let dev = elevator_device::open(device)
+        .map_err(|e| ScenarioError::command_line(None, format!("device {device:?}: {e}")))?;
     validate_on(reader, dev, device)
 }
 

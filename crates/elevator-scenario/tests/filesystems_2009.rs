@@ -68,7 +68,7 @@ fn fsync_tester_2009_commits_the_journal_on_every_fsync() {
         .unwrap()
         .unwrap();
     let report = run(&s, &RunOptions::default(), &mut |_| {}).unwrap();
-    assert_eq!(report.runs.len(), 3);
+    assert_eq!(report.runs.len(), 3 * s.sweep_points());
     for r in &report.runs {
         let tester = r.jobs.iter().find(|j| j.name == "fsync-tester").unwrap();
         let pdflush = r.jobs.iter().find(|j| j.name == "pdflush").unwrap();

@@ -3,7 +3,8 @@
 //! does not declare, or a value of the wrong type, is an error naming the
 //! file, the line and the field.
 
-use elevator_host::process::registry::{Default as Given, KeyType, SetKind, PROGRAMS};
+use elevator_host::process::registry::{Default as Given, KeyType, SetKind};
+use elevator_host::process::PROGRAMS;
 use elevator_scenario::Scenario;
 
 const HEAD: &str = r#"
@@ -45,7 +46,7 @@ fn set_for(kind: SetKind) -> &'static str {
 
 /// A `[[process]]` named `p` of kind `name` with its required keys.
 fn section(name: &str) -> String {
-    let t = elevator_host::process::registry::find(name).unwrap();
+    let t = elevator_host::process::programs::find(name).unwrap();
     let mut s = format!("\n[[process]]\nname = \"p\"\nkind = \"{name}\"\n");
     for k in t.keys {
         if k.default != Given::Required {

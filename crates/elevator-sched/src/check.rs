@@ -199,6 +199,26 @@ impl<S: Scheduler + ?Sized> Checked<S> {
         }
     }
 
+    /// The checker as the engines run it: on when `asked` or when debug
+    /// assertions are (the `ci` profile), panicking with the run's context
+    /// ([`Checked::set_context`]) on a violation, with no liveness limit in
+    /// time (a throttled group waits as long as its limit says); off, every
+    /// call goes straight through.
+    pub fn for_engine(inner: Box<S>, limits: &QueueLimits, asked: bool) -> Self {
+        if asked || cfg!(debug_assertions) {
+            let options = CheckOptions {
+                liveness_limit: None,
+                ..CheckOptions::default()
+            };
+            let on_violation = OnViolation::Panic {
+                context: String::from("(no run context given)"),
+            };
+            Checked::new(inner, limits, options, on_violation)
+        } else {
+            Checked::unchecked(inner)
+        }
+    }
+
     /// `inner` with every check off: each call goes straight through.
     pub fn unchecked(inner: Box<S>) -> Self {
         let mut c = Checked::new(

@@ -14,7 +14,9 @@
 //!
 //! Adding a policy is one module under [`policy`] and one line in
 //! [`registry`]; the conformance suite and the benchmarks pick it up from
-//! there.
+//! there. A group layer is likewise one module under [`group`] and one
+//! line in [`group::registry`]. [`stack`] holds the one builder that puts a
+//! run's policy, tunables, group layers and checker together.
 
 pub mod check;
 pub mod cost;
@@ -24,13 +26,15 @@ pub mod harness;
 pub mod policy;
 mod queue;
 mod registry;
+pub mod stack;
 pub mod stats;
 
 pub use check::{CheckOptions, CheckReport, Checked, OnViolation, Violation};
 pub use queue::{
     BackSeek, FifoQueue, MergeOutcome, MergeRule, Place, PlacedMerge, PlacedQueue, SortedQueue,
 };
-pub use registry::{find, registry, SchedulerType, Tunable, TunableError, Tunables};
+pub use registry::{registry, SchedulerType, Tunable, TunableError, Tunables};
+pub use stack::find;
 
 use elevator_core::{Duration, GroupTree, Instant, Op, Request, TaskId};
 

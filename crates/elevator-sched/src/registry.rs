@@ -155,10 +155,3 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::mclock::TYPE,
     ]
 }
-
-/// Look a policy up by name or alias.
-pub fn find(name: &str) -> Option<&'static SchedulerType> {
-    registry()
-        .iter()
-        .find(|t| t.name == name || t.aliases.contains(&name))
-}

@@ -1,5 +1,5 @@
-//! The group layers (blk-throttle's io.max, io.latency, blk-wbt) wrapped
-//! around every registered policy pass the same conformance checks: nothing
+//! The group layers (blk-throttle's io.max, io.latency, io.cost, blk-wbt)
+//! wrapped around every registered policy pass the same conformance checks: nothing
 //! held is ever lost, duplicated or invented, and held requests are
 //! eventually let through. Starvation bounds are the inner policy's
 //! business and limits make waits as long as the limit says, so those
@@ -7,12 +7,18 @@
 //! own (the inner policy's, once per write ahead), checked.
 
 use elevator_core::{Duration, GroupId, GroupTree, IoMax, QueueLimits};
+use elevator_sched::group::iocost_params::IocostSpec;
 use elevator_sched::group::latency::LatencyLimiter;
+use elevator_sched::group::registry::GROUP_LAYERS;
 use elevator_sched::group::throttle::Throttle;
+use elevator_sched::group::wbt::WbtSpec;
 use elevator_sched::group::wbt::{Wbt, WbtParams};
+use elevator_sched::group::{GroupLayerType, LayerContext, LayerSettings};
 use elevator_sched::harness::strategy;
+use elevator_sched::harness::toys;
 use elevator_sched::harness::{run, Options};
 use elevator_sched::registry;
+use elevator_sched::stack::{Origin, StackBuilder};
 use proptest::test_runner::TestCaseError;
 
 const CASES: u32 = 96;
@@ -100,4 +106,100 @@ fn wbt_conforms_around_every_policy_within_its_starvation_bound() {
             assert_eq!(bounded.get() > 0, inner_bounded, "{}", ty.name);
         }
     }
+}
+
+/// What the shared layer check runs each layer with: the tree above (limits,
+/// a latency target, weights), io.cost with its defaults and wbt at the
+/// kernel's defaults, so every registered layer is on.
+fn everything() -> LayerSettings {
+    LayerSettings {
+        iocost: Some(IocostSpec::default()),
+        wbt: Some(WbtSpec {
+            lat_usec: None,
+            write_cache: true,
+        }),
+    }
+}
+
+/// The shared check of one layer: around every registered policy, on
+/// generated cases, built as the stack builder builds it (`layer.build`
+/// with the run's groups and settings), through the checker; starvation
+/// within the layer's bound where it promises one.
+fn check_layer(layer: &GroupLayerType, cases: u32) -> Result<(), String> {
+    let settings = everything();
+    for ty in registry() {
+        let mut runner = strategy::runner(cases);
+        let result = runner.run(&strategy::case(), |case| {
+            let limits = case.device.limits;
+            let mut inner = ty.build_default(&limits);
+            let groups = tree();
+            inner.set_groups(&groups);
+            let cx = LayerContext {
+                policy: ty,
+                groups: &groups,
+                limits: &limits,
+                settings: &settings,
+            };
+            let layered = (layer.build)(inner, &cx);
+            run(layered.scheduler, &case, &options_with_starvation())
+                .map_err(|v| TestCaseError::fail(v.to_string()))?;
+            Ok(())
+        });
+        result.map_err(|e| format!("{} around {}: {e}", layer.name, ty.name))?;
+    }
+    Ok(())
+}
+
+fn options_with_starvation() -> Options {
+    Options {
+        check_starvation: true,
+        ..options()
+    }
+}
+
+/// Every layer in the registry passes the shared check: a layer added to
+/// `GROUP_LAYERS` is covered here with no edit.
+#[test]
+fn every_registered_layer_conforms_around_every_policy() {
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = GROUP_LAYERS
+            .iter()
+            .map(|layer| s.spawn(move || check_layer(layer, 24)))
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().expect("layer thread").err())
+            .collect()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The shared check can fail: a toy layer that loses what it holds fails
+/// it, and the same toy without the flaw passes.
+#[test]
+fn the_shared_layer_check_fails_a_layer_that_loses_requests() {
+    let lost = check_layer(&toys::LOSING_LAYER, 24).expect_err("a losing layer must fail");
+    assert!(lost.contains("lost") || lost.contains("never"), "{lost}");
+    check_layer(&toys::PASS_LAYER, 24).expect("the toy without its flaw conforms");
+}
+
+/// One registry line is all a layer needs: the builder stacks a toy layer
+/// from a registry that lists it, in registry order, and shows it.
+#[test]
+fn the_builder_stacks_whatever_layer_the_registry_lists() {
+    static WITH_TOY: [&GroupLayerType; 2] = [&toys::PASS_LAYER, &elevator_sched::group::wbt::TYPE];
+    let limits = QueueLimits::default();
+    let stack = StackBuilder::new("deadline", Origin::command_line())
+        .unwrap()
+        .groups(&tree())
+        .layer_settings(everything())
+        .layer_registry(&WITH_TOY)
+        .build(&limits);
+    let shown: Vec<&str> = stack.info.shown.iter().map(|(n, _)| *n).collect();
+    assert_eq!(shown, ["toy-hold-one", "wbt"]);
+    let alone = StackBuilder::new("deadline", Origin::command_line())
+        .unwrap()
+        .layer_registry(&WITH_TOY)
+        .build(&limits);
+    assert!(alone.info.shown.is_empty(), "no groups, no [wbt]: no layer");
 }

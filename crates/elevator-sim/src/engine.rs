@@ -1,9 +1,11 @@
 //! The event loop.
 
+use elevator_core::QueueLimits;
 use elevator_core::{Completion, Congestion, Io, Workload};
 use elevator_core::{Duration, Instant, IoError, Op, Request, RequestId, Sector, TaskId};
 use elevator_device::{Device, DeviceStats};
-use elevator_sched::{CheckOptions, CheckReport, Checked, Dispatch, OnViolation, Scheduler};
+use elevator_sched::stack::{BlockSetting, StackBuilder, StackInfo};
+use elevator_sched::{CheckReport, Checked, Dispatch, Scheduler};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -153,6 +155,34 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
+    /// Apply one checked block-layer setting (`--set block.NAME=VALUE`).
+    pub fn apply(&mut self, setting: BlockSetting) {
+        match setting {
+            BlockSetting::NrRequests(n) => self.nr_requests = [n, n],
+            BlockSetting::BatchRequests(n) => self.batch_requests = n,
+            BlockSetting::Steal(on) => self.steal = on,
+            BlockSetting::InflightLimit(sectors) => self.inflight_limit = sectors,
+            BlockSetting::MaxSectors(sectors) => self.max_sectors = sectors,
+            BlockSetting::RestartBeforeWakeup(on) => self.restart_before_wakeup = on,
+            BlockSetting::SyncLists(on) => self.sync_lists = on,
+            BlockSetting::Congestion(on) => self.congestion = on,
+            BlockSetting::Plugging(on) => self.plugging = on.then_some(Plugging::LINUX_2632),
+            BlockSetting::CpuCostNs(ns) => self.cpu_cost = Duration(ns),
+            _ => unreachable!("a block setting this engine does not know: {setting:?}"),
+        }
+    }
+
+    /// What the policy and the workload may know of `device` under this
+    /// block layer: its request-size limit, where below the device's (2.4's
+    /// IDE driver), holds for the policy's merges and the host's requests.
+    pub fn limits(&self, device: QueueLimits) -> QueueLimits {
+        let mut limits = device;
+        if let Some(m) = self.max_sectors {
+            limits.max_sectors = limits.max_sectors.min(m.max(1));
+        }
+        limits
+    }
+
     /// The 2.6 block layer: 128 requests per direction (BLKDEV_MAX_RQ),
     /// sleepers woken in order as slots free.
     pub fn linux_26() -> Self {
@@ -336,21 +366,39 @@ pub struct Engine {
 const CLOCK_EVERY: u64 = 4096;
 
 impl Engine {
+    /// `sched` on `device` under `config`, through the checker when
+    /// `config.check` or debug assertions ask for it. Run paths build their
+    /// policy with [`Engine::build`]; this is for tests that hand-build one.
     pub fn new(sched: Box<dyn Scheduler>, device: Box<dyn Device>, config: EngineConfig) -> Self {
+        let sched = Checked::for_engine(sched, &device.limits(), config.check);
+        Engine::with_checked(sched, device, config)
+    }
+
+    /// The stack `builder` describes on `device`: its block-layer settings
+    /// applied to `config`, the policy and its layers built for the
+    /// device's limits under them (`EngineConfig::limits`), the checker on
+    /// if the builder or `config` asks. Returns the engine and the stack's
+    /// description (the policy, tunables and layers in force).
+    pub fn build(
+        builder: StackBuilder,
+        device: Box<dyn Device>,
+        mut config: EngineConfig,
+    ) -> (Engine, StackInfo) {
+        for setting in builder.block_settings() {
+            config.apply(*setting);
+        }
+        config.check |= builder.check_asked();
+        let limits = config.limits(device.limits());
+        let check = config.check;
+        let stack = builder.check(check).build(&limits);
+        (
+            Engine::with_checked(stack.scheduler, device, config),
+            stack.info,
+        )
+    }
+
+    fn with_checked(sched: Checked, device: Box<dyn Device>, config: EngineConfig) -> Self {
         let context = String::from("(no run context given)");
-        let sched = if config.check || cfg!(debug_assertions) {
-            let options = CheckOptions {
-                // A throttled group waits as long as its limit says.
-                liveness_limit: None,
-                ..CheckOptions::default()
-            };
-            let on_violation = OnViolation::Panic {
-                context: context.clone(),
-            };
-            Checked::new(sched, &device.limits(), options, on_violation)
-        } else {
-            Checked::unchecked(sched)
-        };
         Engine {
             sched,
             context,
@@ -427,6 +475,11 @@ impl Engine {
     pub fn set_context(&mut self, context: String) {
         self.sched.set_context(context.clone());
         self.context = context;
+    }
+
+    /// The block layer this engine models.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
     }
 
     /// Whether the policy runs through the invariant checker.

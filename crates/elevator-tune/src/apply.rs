@@ -13,7 +13,7 @@ use elevator_core::QueueLimits;
 
 /// The kernel's name for `policy`, if a current kernel has it.
 pub fn kernel_name(policy: &str) -> Option<&'static str> {
-    let name = elevator_sched::find(policy).map_or(policy, |t| t.name);
+    let name = elevator_sched::stack::find(policy).map_or(policy, |t| t.name);
     match name {
         "noop" => Some("none"),
         "mq-deadline" => Some("mq-deadline"),

@@ -1,13 +1,15 @@
 //! One setting on one workload, in the simulator: the one place where
 //! `tune` builds and runs a setting.
 //!
-//! Scenarios run through `elevator_scenario::run_policy` with the
-//! setting's tunables and block settings as `--set` overrides (and
-//! `read_ahead_kb`, `wbt_lat_usec` written into the scenario's host and
-//! `[wbt]`); fio job files run as `elevator run JOB.fio --engine sim`
-//! runs them; traces replay through `elevator_scenario::replay`. When the
-//! one policy-stack builder lands (the house issue), [`evaluate`] is what
-//! changes: it is the only function here that assembles a run.
+//! Every setting's stack (policy, tunables, block settings, groups and
+//! their layers) is built by the one policy-stack builder,
+//! `elevator_sched::stack::StackBuilder`: fio job files here, directly, as
+//! `elevator run JOB.fio --engine sim` builds them; scenarios through
+//! `elevator_scenario::run_policy`, which builds from the scenario and the
+//! setting's tunables and block settings as `--set` overrides; traces
+//! through `elevator_scenario::replay`, which builds the same way.
+//! `read_ahead_kb` and `wbt_lat_usec` are not the stack's: they are
+//! written into the scenario's host and `[wbt]` before it runs.
 
 use crate::objective::{Figures, GroupShare, JobFigures};
 use crate::space::{Axis, Setting, Uses};
@@ -15,6 +17,7 @@ use elevator_core::{GroupId, GroupTree, IoClass, SECTOR_SIZE};
 use elevator_metrics::{JobReport, JobStats};
 use elevator_scenario::replay::{ReplayConfig, Variant};
 use elevator_scenario::Scenario;
+use elevator_sched::stack::{self, Origin, StackBuilder};
 use elevator_workload::fio::JobFile;
 
 /// What `tune` tunes for.
@@ -140,8 +143,8 @@ pub fn evaluate(
     o: &EvalOptions,
 ) -> Result<Figures, String> {
     let device = workload.device(o)?;
-    let policy = elevator_sched::find(&setting.policy)
-        .ok_or_else(|| format!("unknown scheduler {:?}", setting.policy))?;
+    let policy =
+        stack::policy(&setting.policy, Origin::flag("--sched")).map_err(|e| e.to_string())?;
     let cpu_ns = if o.cpu_cost {
         elevator_sched::cost::per_request(policy.name).nanos() as i64
     } else {
@@ -203,19 +206,27 @@ pub fn evaluate(
             let (mut run, groups) = file
                 .build(limits.capacity * SECTOR_SIZE, o.seed)
                 .map_err(|e| e.to_string())?;
-            let tunables = policy
-                .tunables(setting.tunables.iter().map(|(k, v)| (k.as_str(), *v)))
+            let mut builder = StackBuilder::new(policy.name, Origin::flag("--sched"))
                 .map_err(|e| e.to_string())?;
-            let mut sched = (policy.build)(&tunables, &limits);
-            if groups.len() > 1 {
-                sched.set_groups(&groups);
+            for (k, v) in &setting.tunables {
+                builder = builder
+                    .tunable(k, *v, Origin::flag("tune"))
+                    .map_err(|e| e.to_string())?;
             }
-            let mut config = elevator_sim::EngineConfig::linux_26();
-            for (k, v) in &setting.block {
-                elevator_scenario::apply_block(&mut config, k, *v)?;
+            let mut block: Vec<stack::Override> = setting
+                .block
+                .iter()
+                .map(|(k, v)| ("block".to_string(), k.clone(), *v))
+                .collect();
+            if cpu_ns > 0 {
+                block.push(("block".into(), "cpu_cost".into(), cpu_ns));
             }
-            config.cpu_cost = elevator_core::Duration(cpu_ns as u64);
-            let mut engine = elevator_sim::Engine::new(sched, dev, config);
+            let builder = builder
+                .overrides(&block)
+                .map_err(|e| e.to_string())?
+                .groups(&groups);
+            let (mut engine, _) =
+                elevator_sim::Engine::build(builder, dev, elevator_sim::EngineConfig::linux_26());
             let summary = engine.run(&mut run);
             let stats = run.stats();
             let end = summary.end;

@@ -34,6 +34,7 @@ pub mod search;
 pub mod space;
 pub mod verify;
 
+use elevator_sched::stack::{Origin, StackBuilder};
 use elevator_sim::{Engine, EngineConfig};
 
 /// Run `plan` on a simulated device (a built-in name or profile text via
@@ -43,15 +44,13 @@ pub fn simulate_probe(
     plan: &probe::ProbePlan,
     device: Box<dyn elevator_device::Device>,
 ) -> Vec<probe::PhaseResult> {
-    let limits = device.limits();
-    let noop = elevator_sched::find("noop").expect("noop is registered");
-    let policy = noop.build_default(&limits);
+    let noop = StackBuilder::new("noop", Origin::command_line()).expect("noop is registered");
     let config = EngineConfig {
         // Slots are not what the probe measures: enough for every depth.
         nr_requests: [plan.max_depth() as usize * 2, plan.max_depth() as usize * 2],
         ..EngineConfig::linux_26()
     };
-    let mut engine = Engine::new(policy, device, config);
+    let (mut engine, _) = Engine::build(noop, device, config);
     let mut workload = probe::ProbeWorkload::new(plan.clone());
     engine.run(&mut workload);
     workload.into_results()

@@ -142,7 +142,8 @@ impl Space {
         let mut out = Vec::new();
         for name in &names {
             let t =
-                elevator_sched::find(name).ok_or_else(|| format!("unknown scheduler {name:?}"))?;
+                elevator_sched::stack::policy(name, elevator_sched::stack::Origin::flag("--sched"))
+                    .map_err(|e| e.to_string())?;
             let honours = |what: &str| t.honours.iter().any(|h| h.contains(what));
             if uses.weights && !honours("weights") {
                 continue;

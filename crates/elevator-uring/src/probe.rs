@@ -10,8 +10,9 @@
 
 use crate::runtime::{RunError, Runtime};
 use crate::target::{self, Access, Target, TargetError};
+use elevator_core::QueueLimits;
 use elevator_core::{Instant, Workload};
-use elevator_sched::Scheduler;
+use elevator_sched::stack::{ConfigError, StackBuilder};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -72,6 +73,7 @@ pub enum MeasureError {
     Target(TargetError),
     Setup(PathBuf, std::io::Error),
     Run(RunError),
+    Config(ConfigError),
 }
 
 impl fmt::Display for MeasureError {
@@ -80,6 +82,7 @@ impl fmt::Display for MeasureError {
             MeasureError::Target(e) => write!(f, "{e}"),
             MeasureError::Setup(p, e) => write!(f, "{}: setting up io_uring: {e}", p.display()),
             MeasureError::Run(e) => write!(f, "{e}"),
+            MeasureError::Config(e) => write!(f, "{e}"),
         }
     }
 }
@@ -107,17 +110,20 @@ pub fn open_target(path: &Path, writes: bool, allow_write: bool) -> Result<Targe
     .map_err(MeasureError::Target)
 }
 
-/// Run `workload` on `target` under `policy` with `depth` operations in
-/// flight at most; returns the real-clock instant it ended.
+/// Run `workload` on `target` under the stack `builder` describes, built
+/// for `limits`, with `depth` operations in flight at most; returns the
+/// real-clock instant it ended.
 pub fn run(
     target: Target,
-    policy: Box<dyn Scheduler>,
+    builder: StackBuilder,
+    limits: &QueueLimits,
     depth: usize,
     workload: &mut dyn Workload,
 ) -> Result<Instant, MeasureError> {
     let path = target.path.clone();
     let backend = crate::Uring::new(target.file, (depth * 2 + 16) as u32)
         .map_err(|e| MeasureError::Setup(path, e))?;
-    let mut rt = Runtime::new(backend, policy, depth);
+    let (mut rt, _) =
+        Runtime::build(builder, backend, limits, depth).map_err(MeasureError::Config)?;
     rt.run(workload, None).map_err(MeasureError::Run)
 }

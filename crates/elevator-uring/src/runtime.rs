@@ -14,12 +14,14 @@
 //! at most `depth` operations are in flight.
 
 use crate::backend::{Backend, Submission};
+use elevator_core::QueueLimits;
 use elevator_core::{
     Completion, Duration, GroupId, Instant, IoPrio, Op, Request, RequestId, TaskId, Workload,
     SECTOR_SIZE,
 };
 use elevator_core::{Io, IoClass};
-use elevator_sched::{Dispatch, Scheduler};
+use elevator_sched::stack::{ConfigError, Origin, StackBuilder, StackInfo};
+use elevator_sched::{Checked, Dispatch, Scheduler};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -174,7 +176,9 @@ struct Part {
 #[derive(Debug)]
 pub struct Runtime<B> {
     backend: B,
-    policy: Box<dyn Scheduler>,
+    /// The stack, inside the checker (off unless the stack asked for it
+    /// or debug assertions are on).
+    policy: Checked,
     depth: usize,
     clock: Clock,
     next_id: u64,
@@ -191,8 +195,42 @@ pub struct Runtime<B> {
 }
 
 impl<B: Backend> Runtime<B> {
-    /// `depth` is the device queue-depth limit (at least 1).
+    /// `policy` as it is, unchecked; `depth` is the device queue-depth
+    /// limit (at least 1). Run paths build their stack with
+    /// [`Runtime::build`].
     pub fn new(backend: B, policy: Box<dyn Scheduler>, depth: usize) -> Self {
+        Runtime::with_checked(backend, Checked::unchecked(policy), depth)
+    }
+
+    /// The stack `builder` describes, built for a target with `limits`,
+    /// in front of `backend` with `depth` operations in flight at most:
+    /// the policy with its tunables and the control groups, the group
+    /// layers the run asks for, and the invariant checker around them when
+    /// asked or when debug assertions are on (a broken promise panics).
+    /// Block-layer settings are refused: the runtime has no request lists
+    /// (the kernel's own block layer below the target has them).
+    pub fn build(
+        builder: StackBuilder,
+        backend: B,
+        limits: &QueueLimits,
+        depth: usize,
+    ) -> Result<(Self, StackInfo), ConfigError> {
+        if !builder.block_settings().is_empty() {
+            return Err(ConfigError::Unsupported {
+                origin: Origin::flag("--set block.*"),
+                message: "block-layer settings apply to the simulator; the io_uring runtime \
+                          sends requests to the kernel's own block layer"
+                    .into(),
+            });
+        }
+        let stack = builder.build(limits);
+        Ok((
+            Runtime::with_checked(backend, stack.scheduler, depth),
+            stack.info,
+        ))
+    }
+
+    fn with_checked(backend: B, policy: Checked, depth: usize) -> Self {
         Runtime {
             backend,
             policy,
@@ -213,7 +251,19 @@ impl<B: Backend> Runtime<B> {
     }
 
     pub fn policy(&self) -> &dyn Scheduler {
-        &*self.policy
+        self.policy.inner()
+    }
+
+    /// What the invariant checker has seen, if it is on.
+    pub fn check_report(&self) -> Option<&elevator_sched::CheckReport> {
+        self.policy.enabled().then(|| self.policy.report())
+    }
+
+    /// Slots freed by merges outside `insert`: the runtime holds no
+    /// request slots, so it only takes them (the checker keeps them until
+    /// taken).
+    fn drop_freed_slots(&mut self) {
+        while self.policy.take_freed_slot().is_some() {}
     }
 
     pub fn backend(&self) -> &B {
@@ -309,10 +359,14 @@ impl<B: Backend> Runtime<B> {
                     self.busy_since.get_or_insert(now);
                     self.in_flight.insert(tag, (r, now));
                 }
-                Dispatch::Wait { until } => return Ok(Some(until)),
+                Dispatch::Wait { until } => {
+                    self.drop_freed_slots();
+                    return Ok(Some(until));
+                }
                 Dispatch::Empty => break,
             }
         }
+        self.drop_freed_slots();
         Ok(None)
     }
 
@@ -394,6 +448,7 @@ impl<B: Backend> Runtime<B> {
             .remove(&tag)
             .expect("a completion for an operation in flight");
         self.policy.complete(&request, now);
+        self.drop_freed_slots();
         if self.in_flight.is_empty() {
             if let Some(since) = self.busy_since.take() {
                 self.stats.busy += now.since(since);

@@ -462,3 +462,73 @@ fn client_threads_get_each_answer_once_under_idling_policies() {
         std::fs::remove_file(dir.path().join("target.bin")).unwrap();
     }
 }
+
+/// The stack builder gives the runtime what it gives the simulator: every
+/// policy with the run's control groups and the group layers they ask for
+/// (here io.max on one group), inside the invariant checker (asked here; on
+/// anyway under debug assertions); and it refuses block-layer settings.
+#[test]
+fn the_builder_gives_the_runtime_groups_layers_and_the_checker() {
+    use elevator_core::{GroupTree, IoMax};
+    use elevator_sched::stack::{Origin, StackBuilder};
+    let dir = tempdir();
+    let mut tree = GroupTree::default();
+    let slow = tree.add(
+        "slow",
+        GroupId::ROOT,
+        100,
+        "riops=100".parse::<IoMax>().unwrap(),
+    );
+    let fast = tree.add("fast", GroupId::ROOT, 300, IoMax::default());
+    let subs: Vec<Submit> = mixed_requests(120)
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| Submit {
+            op: Op::Read,
+            group: if i % 4 == 0 { slow } else { fast },
+            ..s
+        })
+        .collect();
+    for t in registry() {
+        let target = temp_target(dir.path());
+        let backend = Uring::new(target.file, 64).expect("io_uring");
+        let builder = StackBuilder::new(t.name, Origin::command_line())
+            .expect("registered")
+            .groups(&tree)
+            .check(true);
+        let (mut rt, info) = Runtime::build(builder, backend, &limits(), DEPTH).expect("builds");
+        assert_eq!(info.policy.name, t.name);
+        let started = rt.now();
+        let returned = run_to_completion(&mut rt, &subs);
+        assert_eq!(returned.len(), subs.len());
+        // 30 reads of the slow group at 100 IOPS, in 100 ms slices of 10:
+        // io.max held them for at least two slices.
+        let last_slow = returned
+            .values()
+            .zip(&subs)
+            .filter(|(_, s)| s.group == slow)
+            .map(|(d, _)| d.completed)
+            .max()
+            .expect("slow reads");
+        assert!(
+            last_slow.since(started) >= Duration::from_millis(190),
+            "{}: io.max let 30 reads at 100 IOPS finish in {}",
+            t.name,
+            last_slow.since(started)
+        );
+        let report = rt.check_report().expect("the checker was asked for");
+        assert_eq!(report.inserted, subs.len() as u64, "{}", t.name);
+        assert_eq!(report.dispatches + report.merged_ids, subs.len() as u64);
+        assert_eq!(report.completions, report.dispatches);
+        drop(rt);
+        std::fs::remove_file(dir.path().join("target.bin")).unwrap();
+    }
+    let target = temp_target(dir.path());
+    let backend = Uring::new(target.file, 64).expect("io_uring");
+    let builder = StackBuilder::new("noop", Origin::command_line())
+        .unwrap()
+        .overrides(&[("block".into(), "nr_requests".into(), 16)])
+        .unwrap();
+    let err = Runtime::build(builder, backend, &limits(), DEPTH).unwrap_err();
+    assert!(err.to_string().contains("apply to the simulator"), "{err}");
+}

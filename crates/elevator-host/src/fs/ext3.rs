@@ -51,7 +51,6 @@
 //! Invariants: tids increase by one; `committed < running.tid`; at most
 //! one transaction commits, and it is `committed + 1`.
 
-use super::registry::{FileSystemType, FsType};
 use super::FileId;
 use elevator_core::{Duration, Instant};
 use rustc_hash::FxHashMap;
@@ -125,7 +124,9 @@ impl Default for Ext3Options {
     }
 }
 
-fn build(options: &[(&str, &str)]) -> Result<FsType, String> {
+/// Validate ext3's mount options (`data=`, `commit=`); the registry's
+/// `build` for ext3 (`fs/registry.rs`).
+pub fn parse_options(options: &[(&str, &str)]) -> Result<Ext3Options, String> {
     let mut o = Ext3Options::default();
     for &(k, v) in options {
         match k {
@@ -158,16 +159,8 @@ fn build(options: &[(&str, &str)]) -> Result<FsType, String> {
             }
         }
     }
-    Ok(FsType::Ext3(o))
+    Ok(o)
 }
-
-/// ext3 in the registry.
-pub const TYPE: FileSystemType = FileSystemType {
-    name: "ext3",
-    about: "ext2's layout with jbd's journal: kjournald commits, data=ordered|writeback|journal",
-    keys: &["data=writeback|ordered|journal", "commit=5"],
-    build,
-};
 
 /// The running transaction.
 #[derive(Clone, Debug, Default)]

@@ -43,7 +43,6 @@
 //! of a log is inside one segment; a segment's first log block is its
 //! summary.
 
-use super::registry::{FileSystemType, FsType};
 use elevator_core::{Duration, Instant};
 
 /// `NILFS_DEF_BLOCKS_PER_SEGMENT`, 2048 blocks (8 MiB of 4 KiB blocks):
@@ -77,7 +76,9 @@ impl Default for Nilfs2Options {
     }
 }
 
-fn build(options: &[(&str, &str)]) -> Result<FsType, String> {
+/// Validate nilfs2's mount options (`blocks_per_segment=`); the
+/// registry's `build` for nilfs2 (`fs/registry.rs`).
+pub fn parse_options(options: &[(&str, &str)]) -> Result<Nilfs2Options, String> {
     let mut o = Nilfs2Options::default();
     for &(k, v) in options {
         match k {
@@ -97,16 +98,8 @@ fn build(options: &[(&str, &str)]) -> Result<FsType, String> {
             }
         }
     }
-    Ok(FsType::Nilfs2(o))
+    Ok(o)
 }
-
-/// nilfs2 in the registry.
-pub const TYPE: FileSystemType = FileSystemType {
-    name: "nilfs2",
-    about: "log-structured: segctord appends dirty blocks to 8 MiB segments, reads follow",
-    keys: &["blocks_per_segment=2048"],
-    build,
-};
 
 /// One placed run of a log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

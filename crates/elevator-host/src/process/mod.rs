@@ -8,7 +8,7 @@
 //! and of the `Mix` that runs both side by side.
 //!
 //! Each module also declares its [`ProgramType`] (`TYPE`): the keys a
-//! `[[process]]` section gives it and how it spawns; [`registry::PROGRAMS`]
+//! `[[process]]` section gives it and how it spawns; [`programs::PROGRAMS`]
 //! lists them.
 //!
 //! | module | command |
@@ -30,6 +30,7 @@ pub mod dd;
 pub mod find_cat;
 pub mod fsync_tester;
 pub mod player;
+pub mod programs;
 pub mod registry;
 pub mod tiotest;
 pub mod write_fsync;
@@ -41,7 +42,8 @@ pub use dd::Dd;
 pub use find_cat::{Find, XargsCat};
 pub use fsync_tester::{FsyncTester, RandomWriter};
 pub use player::Player;
-pub use registry::{ProgramType, PROGRAMS};
+pub use programs::PROGRAMS;
+pub use registry::ProgramType;
 pub use tiotest::TiotestThread;
 pub use write_fsync::WriteAndFsync;
 

@@ -8,7 +8,8 @@
 //! them (ranges, file-set kinds and counts) and hands the typed [`Args`] to
 //! [`crate::setup::build`], which calls `build`. Adding a program kind is
 //! its module under `process/` with a `pub const TYPE: ProgramType` and one
-//! line in [`PROGRAMS`].
+//! line in `PROGRAMS` (`process/programs.rs`, a file of its own so that the
+//! programs, which use the types here, and their list import no circle).
 //!
 //! Invariant: `build` cannot fail. Everything it reads was checked against
 //! `keys` when the scenario was parsed (every declared key has a value or
@@ -234,33 +235,6 @@ impl ProgramType {
     pub fn key(&self, name: &str) -> Option<&'static Key> {
         self.keys.iter().find(|k| k.name == name)
     }
-}
-
-/// Every program kind, in the order `elevator list` and errors show them.
-pub const PROGRAMS: &[&ProgramType] = &[
-    &super::cat::TYPE,
-    &super::find_cat::TYPE,
-    &super::dd::TYPE,
-    &super::cp::TYPE,
-    &super::write_fsync::TYPE,
-    &super::app_start::TYPE,
-    &super::player::TYPE,
-    &super::tiotest::TYPE,
-    &super::fsync_tester::TYPE,
-];
-
-/// The program kind named `name`.
-pub fn find(name: &str) -> Option<&'static ProgramType> {
-    PROGRAMS.iter().copied().find(|t| t.name == name)
-}
-
-/// The names of every program kind, comma-separated, for error messages.
-pub fn names() -> String {
-    PROGRAMS
-        .iter()
-        .map(|t| t.name)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A program's checked keys: every key of its type with a value, except

@@ -70,11 +70,34 @@ use super::iocost_params::{
     vrate_of_ppm, Lcoefs, ModelSpec, Profile, Qos, QosSpec, VRATE_MIN_PPM, VTIME_PER_NSEC,
     VTIME_PER_USEC,
 };
-use super::LateInsert;
+use super::{GroupLayerType, LateInsert, LayerContext, Layered};
 use crate::{Dispatch, Scheduler};
 use elevator_core::{Duration, GroupId, GroupTree, Instant, Op, QueueLimits, Request, RequestId};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
+
+/// io.cost in the registry: on with a run's `[iocost]`.
+pub const TYPE: GroupLayerType = GroupLayerType {
+    name: "io.cost",
+    honours: "weights",
+    about: "iocost ([iocost]): a cost model and vtime per group hold io.weight, any policy",
+    keys: &["iocost.model", "iocost.qos"],
+    build: |inner, cx: &LayerContext<'_>| {
+        let Some(spec) = &cx.settings.iocost else {
+            return Layered::absent(inner);
+        };
+        Layered {
+            scheduler: Box::new(IoCost::new(
+                inner,
+                cx.groups,
+                cx.limits,
+                Some(&spec.model),
+                Some(&spec.qos),
+            )),
+            shown: None,
+        }
+    },
+};
 
 const MILLION: u64 = 1_000_000;
 /// `MIN_PERIOD` and `MAX_PERIOD`: the timer period's bounds, in µs.

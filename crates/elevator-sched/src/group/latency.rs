@@ -26,10 +26,27 @@
 //! completion) that merges there gives its block-layer slot back
 //! (`group::LateInsert`).
 
-use super::LateInsert;
+use super::{GroupLayerType, LateInsert, LayerContext, Layered};
 use crate::{Dispatch, Scheduler};
 use elevator_core::{Duration, GroupId, GroupTree, Instant, QueueLimits, Request};
 use std::collections::VecDeque;
+
+/// io.latency in the registry: on when a group has a latency target.
+pub const TYPE: GroupLayerType = GroupLayerType {
+    name: "io.latency",
+    honours: "targets",
+    about: "per-group latency targets: looser siblings get less queue depth, any policy",
+    keys: &["group.latency_target"],
+    build: |inner, cx: &LayerContext<'_>| {
+        if !cx.groups.has_latency_targets() {
+            return Layered::absent(inner);
+        }
+        Layered {
+            scheduler: Box::new(LatencyLimiter::new(inner, cx.groups.clone(), cx.limits)),
+            shown: None,
+        }
+    },
+};
 
 /// A miss scales siblings down at most this often (the kernel's 500 ms).
 pub const SCALE_INTERVAL: Duration = Duration::from_millis(500);

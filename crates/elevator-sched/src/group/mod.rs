@@ -43,12 +43,81 @@ macro_rules! forward_to_inner {
 pub mod iocost;
 pub mod iocost_params;
 pub mod latency;
+pub mod registry;
 pub mod throttle;
 pub mod wbt;
 
-use crate::{FreedSlot, Scheduler};
-use elevator_core::{Instant, Request};
+use crate::{FreedSlot, Scheduler, SchedulerType};
+use elevator_core::{GroupTree, Instant, QueueLimits, Request};
+use iocost_params::IocostSpec;
 use std::collections::VecDeque;
+use std::fmt;
+
+/// A group layer, as [`SchedulerType`] is a policy: its name (the cgroup
+/// or queue file it models), what it honours, a line for `elevator list`,
+/// the settings that ask for it, and `build`, which wraps a policy in it
+/// when the run's settings ask for it. Each layer module declares one as
+/// `TYPE`; [`registry::GROUP_LAYERS`] lists them in stacking order.
+#[derive(Clone, Copy)]
+pub struct GroupLayerType {
+    /// `io.max`, `io.latency`, `io.cost`, `wbt`.
+    pub name: &'static str,
+    /// What it honours, for `elevator list` ("limits", "weights"; "-").
+    pub honours: &'static str,
+    pub about: &'static str,
+    /// The scenario keys that ask for it (`group.io_max`, `wbt.lat_usec`).
+    pub keys: &'static [&'static str],
+    /// `inner` wrapped in the layer if the run asks for it, else `inner`
+    /// unchanged; with what the run's settings line shows of it.
+    pub build: fn(Box<dyn Scheduler>, &LayerContext<'_>) -> Layered,
+}
+
+impl fmt::Debug for GroupLayerType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupLayerType")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a layer's `build` knows of the run.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerContext<'a> {
+    /// The policy the layer wraps (wbt is off under some).
+    pub policy: &'static SchedulerType,
+    /// The control groups: weights, `io.max`, latency targets.
+    pub groups: &'a GroupTree,
+    /// The device's limits as the policy sees them.
+    pub limits: &'a QueueLimits,
+    pub settings: &'a LayerSettings,
+}
+
+/// The layers' settings beyond the group tree, as a scenario gives them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LayerSettings {
+    /// `[iocost]`: io.cost's `io.cost.model` and `io.cost.qos`.
+    pub iocost: Option<IocostSpec>,
+    /// `[wbt]`: blk-wbt's `wbt_lat_usec` and `write_cache`.
+    pub wbt: Option<wbt::WbtSpec>,
+}
+
+/// A policy, wrapped in a layer or not, and what the run shows of the
+/// layer (`wbt` → `2000us`, `off(bfq)`), if anything.
+#[derive(Debug)]
+pub struct Layered {
+    pub scheduler: Box<dyn Scheduler>,
+    pub shown: Option<String>,
+}
+
+impl Layered {
+    /// `scheduler` as it was: the run does not ask for the layer.
+    pub fn absent(scheduler: Box<dyn Scheduler>) -> Self {
+        Layered {
+            scheduler,
+            shown: None,
+        }
+    }
+}
 
 /// The slots a layer owes the block layer for requests it let out late.
 ///

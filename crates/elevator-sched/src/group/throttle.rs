@@ -32,10 +32,27 @@
 //! held request let through in `dispatch` that merges in the inner policy
 //! gives its block-layer slot back (`group::LateInsert`).
 
-use super::LateInsert;
+use super::{GroupLayerType, LateInsert, LayerContext, Layered};
 use crate::{Dispatch, Scheduler};
 use elevator_core::{Duration, GroupId, GroupTree, Instant, Op, Request};
 use std::collections::VecDeque;
+
+/// blk-throttle in the registry: on when a group has an `io.max` limit.
+pub const TYPE: GroupLayerType = GroupLayerType {
+    name: "io.max",
+    honours: "limits",
+    about: "blk-throttle: per-group bytes/s and IOPS limits, in front of any policy",
+    keys: &["group.io_max"],
+    build: |inner, cx: &LayerContext<'_>| {
+        if !cx.groups.has_limits() {
+            return Layered::absent(inner);
+        }
+        Layered {
+            scheduler: Box::new(Throttle::new(inner, cx.groups.clone())),
+            shown: None,
+        }
+    },
+};
 
 /// `throtl_slice`: 100 ms (HZ/10; 20 ms on SSDs from 4.10 until 2025, when
 /// one 100 ms slice was restored, see the reference notes §9.6).

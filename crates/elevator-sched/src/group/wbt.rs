@@ -96,7 +96,7 @@
 //! due; `1 <= max_depth`, and `wb_normal`, `wb_background` are what
 //! `calc_wb_limits` gives for `max_depth`.
 
-use super::LateInsert;
+use super::{GroupLayerType, LateInsert, LayerContext, Layered};
 use crate::{Dispatch, Scheduler};
 use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -152,6 +152,63 @@ pub fn disabled_by(policy: &str) -> Option<&'static str> {
         .iter()
         .find(|(name, _)| *name == policy)
         .map(|(_, why)| *why)
+}
+
+/// A run's `[wbt]`, as sysfs takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WbtSpec {
+    /// `wbt_lat_usec`: `None` for the kernel's default for the device
+    /// (`"default"` or -1, as sysfs takes it), `Some(0)` for off.
+    pub lat_usec: Option<u64>,
+    /// `write_cache`: "write back" (true, the default) or "write through".
+    pub write_cache: bool,
+}
+
+/// wbt in the registry: on with a run's `[wbt]`, unless the kernel runs
+/// the policy (or io.cost's QoS) without it; shown on the run's settings
+/// line either way (`wbt=2000us`, `wbt=off(bfq)`).
+pub const TYPE: GroupLayerType = GroupLayerType {
+    name: "wbt",
+    honours: "-",
+    about: "blk-wbt ([wbt]): writeback held to a depth scaled by read latency; off under bfq, cfq",
+    keys: &["wbt.lat_usec", "wbt.write_cache"],
+    build: |inner, cx: &LayerContext<'_>| match setting(cx) {
+        None => Layered::absent(inner),
+        Some(Err(why)) => Layered {
+            scheduler: inner,
+            shown: Some(format!("off({why})")),
+        },
+        Some(Ok(params)) => Layered {
+            shown: Some(if params.write_cache {
+                format!("{}us", params.lat_usec)
+            } else {
+                format!("{}us(write-through)", params.lat_usec)
+            }),
+            scheduler: Box::new(Wbt::new(inner, cx.limits, params)),
+        },
+    },
+};
+
+/// What `[wbt]` gives the run: wbt's settings, or why the kernel runs it
+/// without (`None` without the section).
+fn setting(cx: &LayerContext<'_>) -> Option<Result<WbtParams, &'static str>> {
+    let spec = cx.settings.wbt?;
+    let lat_usec = spec
+        .lat_usec
+        .unwrap_or_else(|| default_lat_usec(cx.limits.rotational));
+    Some(if lat_usec == 0 {
+        Err("wbt_lat_usec=0")
+    } else if let Some(why) = disabled_by(cx.policy.name) {
+        Err(why)
+    } else if cx.settings.iocost.as_ref().is_some_and(|ic| ic.qos.enable) {
+        // ioc_qos_write: enabling io.cost calls wbt_disable_default.
+        Err("iocost")
+    } else {
+        Ok(WbtParams {
+            lat_usec,
+            write_cache: spec.write_cache,
+        })
+    })
 }
 
 /// What wbt reads from the queue: `wbt_lat_usec` and `write_cache`.

@@ -255,3 +255,98 @@ impl Scheduler for LateMerger {
         Some(service.mul(max_queued as u64 + 1))
     }
 }
+
+/// A toy group layer: it holds every request of a group other than the
+/// root one dispatch, then lets it into its policy, as a rate limiter
+/// would; with `loses`, it forgets every 50th request it holds. It
+/// registers as any layer does ([`PASS_LAYER`], [`LOSING_LAYER`]), which is
+/// all the builder and the shared layer tests need of it.
+#[derive(Debug)]
+pub struct HoldOne {
+    inner: Box<dyn Scheduler>,
+    held: VecDeque<Request>,
+    late: crate::group::LateInsert,
+    seen: u64,
+    loses: bool,
+}
+
+impl HoldOne {
+    pub fn new(inner: Box<dyn Scheduler>, loses: bool) -> Self {
+        HoldOne {
+            inner,
+            held: VecDeque::new(),
+            late: crate::group::LateInsert::default(),
+            seen: 0,
+            loses,
+        }
+    }
+}
+
+impl Scheduler for HoldOne {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn insert(&mut self, request: Request, now: Instant) {
+        if request.group == elevator_core::GroupId::ROOT {
+            return self.inner.insert(request, now);
+        }
+        self.seen += 1;
+        if self.loses && self.seen % 50 == 0 {
+            return;
+        }
+        self.held.push_back(request);
+    }
+    fn dispatch(&mut self, now: Instant) -> Dispatch {
+        // Let one held request in first, giving back the slot of one that
+        // merges there (`LateInsert`, as every layer does).
+        if let Some(r) = self.held.pop_front() {
+            self.late.insert(&mut *self.inner, r, now);
+        }
+        self.inner.dispatch(now)
+    }
+    fn complete(&mut self, request: &Request, now: Instant) {
+        self.inner.complete(request, now);
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued() + self.held.len()
+    }
+    fn set_groups(&mut self, groups: &elevator_core::GroupTree) {
+        self.inner.set_groups(groups);
+    }
+    fn take_freed_slot(&mut self) -> Option<FreedSlot> {
+        self.late.take(&mut *self.inner)
+    }
+}
+
+/// [`HoldOne`] without the flaw, as a registered layer: on when the run
+/// has groups besides the root.
+pub const PASS_LAYER: crate::group::GroupLayerType = crate::group::GroupLayerType {
+    name: "toy-hold-one",
+    honours: "-",
+    about: "toy: holds each grouped request for one dispatch",
+    keys: &["group.name"],
+    build: |inner, cx| hold_one(inner, cx, false),
+};
+
+/// [`HoldOne`] with the flaw: loses every 50th request it holds.
+pub const LOSING_LAYER: crate::group::GroupLayerType = crate::group::GroupLayerType {
+    name: "toy-loses-held",
+    honours: "-",
+    about: "toy: holds grouped requests and loses every 50th",
+    keys: &["group.name"],
+    build: |inner, cx| hold_one(inner, cx, true),
+};
+
+fn hold_one(
+    inner: Box<dyn Scheduler>,
+    cx: &crate::group::LayerContext<'_>,
+    loses: bool,
+) -> crate::group::Layered {
+    if cx.groups.len() <= 1 {
+        return crate::group::Layered::absent(inner);
+    }
+    crate::group::Layered {
+        scheduler: Box::new(HoldOne::new(inner, loses)),
+        shown: Some(if loses { "loses" } else { "on" }.to_string()),
+    }
+}
