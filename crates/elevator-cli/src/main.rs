@@ -13,6 +13,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 mod fio;
+mod kernel;
 mod probe;
 mod tune;
 mod verify;
@@ -181,6 +182,12 @@ enum Command {
         /// Let --verify write to the target (a job that writes needs it).
         #[arg(long)]
         allow_write: bool,
+        /// With --verify on a block device (root): apply each setting to the
+        /// kernel's own scheduler, iosched tunables, nr_requests and
+        /// read_ahead_kb through sysfs and measure with fio; every sysfs
+        /// value is restored on exit, on error and on Ctrl-C.
+        #[arg(long, requires = "verify")]
+        kernel: bool,
     },
     /// Replay a DiskSim validation trace on a device model and print DiskSim's
     /// demerit (its `rms`), the mean and the per-request error.
@@ -615,6 +622,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             verify_settings,
             verify_runs,
             allow_write,
+            kernel,
         } => {
             if budget == 0 || verify_runs == 0 || verify_settings < 2 {
                 bail!(
@@ -636,6 +644,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 verify_settings,
                 verify_runs,
                 allow_write,
+                kernel,
             };
             let t = tune::tune(&options, out)?;
             match &options.verify {

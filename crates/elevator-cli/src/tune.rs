@@ -30,11 +30,13 @@ pub struct TuneOptions {
     pub verify_settings: usize,
     pub verify_runs: usize,
     pub allow_write: bool,
+    /// `--verify --kernel`: the kernel's schedulers through sysfs, fio.
+    pub kernel: bool,
 }
 
 /// Defaults for the `${VAR}`s of the job files in `fio/` when the
 /// environment does not set them: a short simulated run.
-fn fio_env(name: &str) -> Option<String> {
+pub fn fio_env(name: &str) -> Option<String> {
     std::env::var(name).ok().or_else(|| match name {
         "RUNTIME" => Some("1s".into()),
         "SIZE" => Some("256m".into()),

@@ -1,13 +1,15 @@
 //! One setting on one workload, in the simulator: the one place where
 //! `tune` builds and runs a setting.
 //!
-//! Scenarios run through `elevator_scenario::run_policy` with the
-//! setting's tunables and block settings as `--set` overrides (and
-//! `read_ahead_kb`, `wbt_lat_usec` written into the scenario's host and
-//! `[wbt]`); fio job files run as `elevator run JOB.fio --engine sim`
-//! runs them; traces replay through `elevator_scenario::replay`. When the
-//! one policy-stack builder lands (the house issue), [`evaluate`] is what
-//! changes: it is the only function here that assembles a run.
+//! Every setting's stack (policy, tunables, block settings, groups and
+//! their layers) is built by the one policy-stack builder,
+//! `elevator_sched::stack::StackBuilder`: fio job files here, directly, as
+//! `elevator run JOB.fio --engine sim` builds them; scenarios through
+//! `elevator_scenario::run_policy`, which builds from the scenario and the
+//! setting's tunables and block settings as `--set` overrides; traces
+//! through `elevator_scenario::replay`, which builds the same way.
+//! `read_ahead_kb` and `wbt_lat_usec` are not the stack's: they are
+//! written into the scenario's host and `[wbt]` before it runs.
 
 use crate::objective::{Figures, GroupShare, JobFigures};
 use crate::space::{Axis, Setting, Uses};

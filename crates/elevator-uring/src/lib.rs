@@ -18,6 +18,8 @@
 
 #[allow(unsafe_code)] // the SQE pushes; each block says why it is sound
 mod backend;
+#[allow(unsafe_code)] // signal(2); the block says why it is sound
+pub mod interrupt;
 pub mod probe;
 mod runtime;
 mod service;
