@@ -344,7 +344,7 @@ fn main() -> ExitCode {
     let mut out = Vec::new();
     let status = match execute(cli, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is::<CheckFailed>() => {
+        Err(e) if e.is::<CheckFailed>() || e.is::<fio::JobsFailed>() => {
             eprintln!("elevator: {e}");
             ExitCode::from(CHECK_FAILED)
         }

@@ -26,6 +26,10 @@ pub struct FioProgram {
     /// The host file of each of the run's files.
     files: Vec<FileId>,
     pending: Option<Unit>,
+    /// Cache drops still to make before the first I/O (`invalidate=1`).
+    to_drop: Option<Vec<FileId>>,
+    /// The first I/O, held while the drops are made.
+    held: Option<Unit>,
 }
 
 impl FioProgram {
@@ -35,6 +39,8 @@ impl FioProgram {
             thread,
             files,
             pending: None,
+            to_drop: None,
+            held: None,
         }
     }
 
@@ -62,8 +68,35 @@ const GATE_POLL: Duration = Duration::from_millis(1);
 impl Program for FioProgram {
     fn next(&mut self, cx: &mut Ctx<'_>) -> Syscall {
         self.report(cx, 0);
+        if let Some(f) = self.to_drop.as_mut().and_then(Vec::pop) {
+            return Syscall::DropCache(f);
+        }
         let now = cx.now;
-        let action = self.shared.borrow_mut().next(self.thread, now);
+        let action = match self.held.take() {
+            Some(mut u) => {
+                u.issued = now;
+                Action::Issue(u)
+            }
+            None => self.shared.borrow_mut().next(self.thread, now),
+        };
+        if let (None, Action::Issue(u)) = (&self.to_drop, action) {
+            // The job has started: invalidate=1 drops its files' clean
+            // pages before its first I/O (fio's file_invalidate_cache at
+            // open).
+            let mut files: Vec<FileId> = self
+                .shared
+                .borrow()
+                .invalidate_files(self.thread)
+                .into_iter()
+                .map(|f| self.files[f])
+                .collect();
+            if let Some(f) = files.pop() {
+                self.to_drop = Some(files);
+                self.held = Some(u);
+                return Syscall::DropCache(f);
+            }
+            self.to_drop = Some(Vec::new());
+        }
         match action {
             Action::Issue(u) => {
                 self.shared.borrow_mut().submitted(self.thread, now);

@@ -239,6 +239,8 @@ struct CreateOp {
 
 #[derive(Clone, Copy, Debug)]
 enum Sys {
+    /// `posix_fadvise(POSIX_FADV_DONTNEED)`: the file's clean pages go.
+    DropCache(FileId),
     Open { file: FileId, fresh: bool },
     Close(FileId),
     Read(ReadOp),
@@ -723,6 +725,7 @@ impl Host {
             Syscall::Open(file) => Sys::Open { file, fresh: true },
             Syscall::Stat(file) => Sys::Open { file, fresh: false },
             Syscall::Close(file) => Sys::Close(file),
+            Syscall::DropCache(file) => Sys::DropCache(file),
             Syscall::Read { file, offset, len } => {
                 let end = (offset + len).min(self.fs.size(file));
                 Sys::Read(ReadOp {
@@ -827,6 +830,10 @@ impl Host {
                     self.procs[pid].ra.insert(file.0, RaState::new());
                     self.procs[pid].ra24.insert(file.0, Ra24::new());
                 }
+                done(Ret::None)
+            }
+            Sys::DropCache(file) => {
+                self.cache.drop_clean(*file);
                 done(Ret::None)
             }
             Sys::Close(file) => {

@@ -67,6 +67,19 @@ pub struct FioOptions {
     pub eta: Eta,
 }
 
+/// Jobs ended with an error (fio exits non-zero then too): the report is
+/// printed, the exit status is 1.
+#[derive(Debug)]
+pub struct JobsFailed(pub Vec<String>);
+
+impl std::fmt::Display for JobsFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "jobs failed: {}", self.0.join(", "))
+    }
+}
+
+impl std::error::Error for JobsFailed {}
+
 /// Whether `name` is a fio job file (by its extension).
 pub fn is_job_file(name: &str) -> bool {
     name.ends_with(".fio") || name.ends_with(".ini") || name.ends_with(".job")
@@ -177,6 +190,24 @@ pub fn run(options: &FioOptions, out: &mut Vec<u8>) -> Result<()> {
             eprintln!("fio: terminating on signal 2");
         }
     }
+    let failed: Vec<String> = outcomes
+        .iter()
+        .flat_map(|o| {
+            o.stats
+                .iter()
+                .filter(|s| s.error != 0)
+                .map(|s| format!("{} (error {}: {})", s.name, s.error, std::io::Error::from_raw_os_error(s.error)))
+        })
+        .collect();
+    print(options, &file, &outcomes, out)?;
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(JobsFailed(failed).into())
+    }
+}
+
+fn print(options: &FioOptions, file: &JobFile, outcomes: &[Outcome], out: &mut Vec<u8>) -> Result<()> {
     if options.output != Output::Table {
         let o = &outcomes[0];
         let version = format!(
@@ -199,7 +230,7 @@ pub fn run(options: &FioOptions, out: &mut Vec<u8>) -> Result<()> {
         return Ok(());
     }
     writeln!(out, "{}", options.job.display())?;
-    for o in &outcomes {
+    for o in outcomes {
         writeln!(out, "{}: {}", o.scheduler, o.settings)?;
         table(o, out)?;
     }

@@ -162,6 +162,14 @@ pub(super) fn run(
             .map(|t| &file.jobs[t.job])
             .collect();
         let atomic = users.iter().any(|j| j.o.atomic);
+        if f.existing == Existing::Missing && options.allow_write {
+            // fio makes the directories a file's path needs
+            // (create_work_dirs).
+            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("{}: creating {}", f.path, dir.display()))?;
+            }
+        }
         let t = if f.existing == Existing::Null {
             target::open_null(p, f.written)?
         } else {

@@ -345,6 +345,18 @@ impl Coord {
         }
     }
 
+    /// The files thread `i` drops from the page cache when it starts
+    /// (`invalidate=1`, buffered jobs).
+    pub fn invalidate_files(&self, i: usize) -> Vec<usize> {
+        let t = &self.threads[i];
+        let o = &self.jobs[t.job].o;
+        if o.invalidate && !o.direct && !o.pre_read {
+            t.file_indices()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Record that thread `i` handed an I/O to the engine.
     pub fn submitted(&mut self, i: usize, now: Instant) {
         self.threads[i].submitted(now);

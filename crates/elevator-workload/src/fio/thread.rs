@@ -608,10 +608,8 @@ impl Thread {
                         at = at.min(due(self, other));
                     }
                     if let Some(e) = self.runtime_end {
-                        if at >= e {
-                            self.terminate = true;
-                            return None;
-                        }
+                        // fio sleeps until the timeout at most.
+                        at = at.min(e);
                     }
                     return Some(Action::Sleep(at));
                 }
@@ -861,7 +859,9 @@ impl Thread {
                 prio,
                 ioprio,
                 issued: now,
-                verify: false,
+                // A job that only reads, with verify=, checks every read
+                // (fio's `!td_rw(td)` case).
+                verify: d == READ && o.verify != super::options::Verify::None && !o.rw.write,
                 stamp,
             });
         }
@@ -1564,6 +1564,13 @@ impl Thread {
                 f.zone_range = r;
             }
         }
+    }
+
+    /// The run's indices of the thread's files.
+    pub fn file_indices(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self.files.iter().map(|f| f.file).collect();
+        v.dedup();
+        v
     }
 
     /// Runtime of each direction, ms.
