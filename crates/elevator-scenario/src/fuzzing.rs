@@ -97,8 +97,17 @@ pub fn fio_env(name: &str) -> Option<String> {
 /// on a 1 GiB simulated device (every `/dev/` path is it, no file exists),
 /// and its threads built. Every error line names the input.
 pub fn fio_job(data: &[u8]) {
-    use elevator_workload::fio::{self, Existing, Place, ReadOptions, Runner, Setup};
     let Some(text) = text(data) else { return };
+    if let Err(e) = fio_job_checked(text) {
+        for line in e.lines() {
+            one_line_naming(line, &[FUZZ_FILE]);
+        }
+    }
+}
+
+/// [`fio_job`]'s steps; the error text if a step refuses the input.
+pub fn fio_job_checked(text: &str) -> Result<(), String> {
+    use elevator_workload::fio::{self, Existing, Place, ReadOptions, Runner, Setup};
     let mut read = |_: &Path| Ok(text.to_string());
     let opts = ReadOptions {
         env: &fio_env,
@@ -106,15 +115,8 @@ pub fn fio_job(data: &[u8]) {
         runner: Runner::Sim,
         overrides: fio::Overrides::default(),
     };
-    let each_line = |shown: &str| {
-        for line in shown.lines() {
-            one_line_naming(line, &[FUZZ_FILE]);
-        }
-    };
-    let file = match fio::parse_with_reader(Path::new(FUZZ_FILE), &opts, &mut read) {
-        Ok(f) => f,
-        Err(e) => return each_line(&e.to_string()),
-    };
+    let file = fio::parse_with_reader(Path::new(FUZZ_FILE), &opts, &mut read)
+        .map_err(|e| e.to_string())?;
     let capacity: u64 = 1 << 30;
     let existing = |p: &str| {
         if p.starts_with("/dev/") {
@@ -123,12 +125,9 @@ pub fn fio_job(data: &[u8]) {
             Existing::Missing
         }
     };
-    let plan = match file.plan(&existing, capacity) {
-        Ok(p) => p,
-        Err(e) => return each_line(&e.to_string()),
-    };
-    // Bound the work: a plan whose files outgrow memory is a valid plan
-    // the run itself would refuse (the device is too small).
+    let plan = file.plan(&existing, capacity).map_err(|e| e.to_string())?;
+    // Bound the work: a plan whose maps outgrow memory is a valid plan the
+    // run itself would refuse (the device is too small).
     let blocks: u64 = plan
         .threads
         .iter()
@@ -138,7 +137,7 @@ pub fn fio_job(data: &[u8]) {
         })
         .sum();
     if plan.threads.len() > 4096 || blocks > 1 << 24 {
-        return;
+        return Ok(());
     }
     let places = plan.files.iter().map(|f| Place::at(0, f.size.min(capacity))).collect();
     let run = fio::FioRun::new(Setup {
@@ -151,6 +150,7 @@ pub fn fio_job(data: &[u8]) {
         first_task: 1,
     });
     let _ = run.report(elevator_core::Instant::ZERO);
+    Ok(())
 }
 
 /// A block trace: the first byte picks the format (one of

@@ -229,9 +229,21 @@ fn print(options: &FioOptions, file: &JobFile, outcomes: &[Outcome], out: &mut V
         );
         return Ok(());
     }
-    writeln!(out, "{}", options.job.display())?;
+    writeln!(
+        out,
+        "{}",
+        elevator_metrics::text::wrap(&options.job.display().to_string(), elevator_metrics::text::WIDTH, "")
+    )?;
     for o in outcomes {
-        writeln!(out, "{}: {}", o.scheduler, o.settings)?;
+        writeln!(
+            out,
+            "{}",
+            elevator_metrics::text::wrap(
+                &o.settings,
+                elevator_metrics::text::WIDTH,
+                &format!("{}: ", o.scheduler)
+            )
+        )?;
         table(o, out)?;
     }
     Ok(())

@@ -170,6 +170,13 @@ pub(super) fn run(
                     .with_context(|| format!("{}: creating {}", f.path, dir.display()))?;
             }
         }
+        let is_dev_null = f.path == "/dev/null" || f.path == "/dev/zero";
+        if f.existing == Existing::Null && !is_dev_null {
+            // The null engine's files: opened by nothing.
+            descr.push(format!("{} (null engine)", f.path));
+            places.push(Place::null());
+            continue;
+        }
         let t = if f.existing == Existing::Null {
             target::open_null(p, f.written)?
         } else {

@@ -102,6 +102,8 @@ pub(super) fn run(
     }
     let mut limits = device.limits();
     let capacity = limits.capacity * SECTOR_SIZE;
+    let device_name = device.name().to_string();
+    let device_name = device_name.as_str();
     let existing = |p: &str| {
         if is_null(p) {
             Existing::Null

@@ -180,7 +180,12 @@ pub fn plan(
             let mut tfiles = Vec::new();
             let mut sum = 0u64;
             for (fi, path) in names.iter().enumerate() {
-                let ex = existing(path);
+                // The null engine opens nothing (fio's FIO_DISKLESSIO).
+                let ex = if o.engine == super::options::Engine::Null {
+                    Existing::Null
+                } else {
+                    existing(path)
+                };
                 let real = match ex {
                     Existing::Missing => 0,
                     Existing::File(b) | Existing::Device(b) => b,

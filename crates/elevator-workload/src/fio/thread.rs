@@ -527,8 +527,16 @@ impl Thread {
                 name: keep.1,
                 ..FioStats::default()
             };
+            // reset_all_stats: the counters and the rate start over from
+            // here (fio's epoch moves to the end of the ramp).
             self.bytes_done = [0; 2];
             self.blocks_done = [0; 2];
+            self.io_issues = [0; 2];
+            self.iops_prev = [0; 2];
+            self.rate_bytes = [0; 2];
+            self.rate_next_us = [0; 2];
+            self.rate_last_us = [0; 2];
+            self.epoch = now;
         }
         let stop_issuing = self.terminate || self.pass_over(job);
         if stop_issuing {
@@ -1353,7 +1361,9 @@ impl Thread {
             let all_files = self.files.iter().all(|f| f.done);
             done < limit && limit - done >= job.rw_max_bs() && !(all_files && o.io_size.is_none())
         };
-        if again && (self.bytes_done[0] + self.bytes_done[1] > 0 || o.time_based) {
+        // A pass that issued nothing ends the thread (fio marks it
+        // terminated when do_io moved no bytes).
+        if again && self.pass_bytes > 0 {
             self.reset_pass(job, file_sizes);
             self.phase = Phase::Io;
         } else {
