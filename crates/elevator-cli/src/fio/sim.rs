@@ -144,6 +144,18 @@ pub(super) fn run(
         }
     }
     let any_hosted = hosted.iter().any(|h| *h);
+    let mut setup_notes = Vec::new();
+    for (t, h) in plan.threads.iter().zip(&hosted) {
+        let j = &file.jobs[t.job];
+        if *h && j.depth > 1 && t.clone == 0 {
+            setup_notes.push(format!(
+                "{}: direct=0 runs through the simulated page cache one system call at a time \
+                 (as libaio's io_submit blocks for buffered I/O; io_uring would run {} at once \
+                 in its workers)",
+                j.name, j.depth
+            ));
+        }
+    }
     let params = host_params();
     let n_threads = plan.threads.len();
     let mut host = None;
@@ -306,7 +318,8 @@ pub(super) fn run(
     let dev = summary.device;
     let elapsed = summary.end.nanos().max(1);
     let [reads, writes] = run.device_ios();
-    let mut notes = run.notes();
+    let mut notes = setup_notes;
+    notes.extend(run.notes());
     super::finish_logs(&mut run, summary.end, &mut notes)?;
     if checked && options.check {
         notes.push("--check: the invariant checker held (conservation, merges, waits)".into());

@@ -177,6 +177,9 @@ pub fn jobs(
             continue;
         }
         let mut o = defaults.clone();
+        // A job is named by its section unless the section says name=
+        // (fio's get_new_job names the job before its options apply).
+        o.name = None;
         let mut own = Vec::new();
         apply_all(&mut o, &s.opts, &mut errors, &mut own);
         let mut ignored = Vec::new();

@@ -292,14 +292,14 @@ mod tests {
     fn parse(text: &str) -> Result<Vec<RawSection>, FioErrors> {
         let env = |v: &str| (v == "BS").then(|| "8k".to_string());
         let text = text.to_string();
-        let mut read = |_: &Path| Ok(text.clone());
+        let mut reader = |_: &Path| Ok(text.clone());
         let mut src = Source {
             env: &env,
-            read: &mut read,
+            read: &mut reader,
             keywords: Keywords::default(),
             budget: 1 << 20,
         };
-        read(Path::new("j.fio"), &mut src)
+        super::read(Path::new("j.fio"), &mut src)
     }
 
     #[test]
