@@ -5,8 +5,8 @@
 # pages, renders each with `chromium --headless --dump-dom` and `--screenshot`, and fails
 # unless every <svg class="chart"> of the rendered DOM has drawn marks (a polyline with
 # points, a bar with a height) and the screenshot is a PNG with ink on it.
-# Installs the Debian `chromium` package with apt-get when it is missing; only where it
-# cannot be installed does it skip, saying so.
+# Installs the Debian `chromium` package with apt-get when it is missing. Where it cannot be
+# installed the check fails, unless ELEVATOR_SKIP_BROWSER=1 says to skip it (CI sets none).
 #
 # Usage: scripts/check-report.sh [OUT_DIR]   (default target/check-report)
 # ELEVATOR=path/to/elevator uses that binary instead of building one.
@@ -37,9 +37,14 @@ if [ -z "$CHROMIUM" ]; then
     CHROMIUM=$(find_chromium)
 fi
 if [ -z "$CHROMIUM" ]; then
-    echo "check-report: SKIPPED: chromium is not installed and cannot be installed here" \
-        "(no apt-get, no root, or no package mirror); the HTML was not opened in a browser" >&2
-    exit 0
+    if [ "${ELEVATOR_SKIP_BROWSER:-}" = 1 ]; then
+        echo "check-report: SKIPPED (ELEVATOR_SKIP_BROWSER=1): chromium is not installed;" \
+            "the HTML was not opened in a browser" >&2
+        exit 0
+    fi
+    echo "check-report: chromium is not installed and cannot be installed here (no apt-get," \
+        "no root, or no package mirror); set ELEVATOR_SKIP_BROWSER=1 to skip this check" >&2
+    exit 1
 fi
 if ! command -v python3 >/dev/null 2>&1; then
     echo "check-report: python3 is needed to read the DOM and the PNG" >&2

@@ -12,6 +12,9 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 mod fio;
+mod probe;
+mod tune;
+mod verify;
 
 /// The scenario `elevator run` runs when given none.
 const DEFAULT_SCENARIO: &str = "ten-streaming-readers";
@@ -160,6 +163,54 @@ enum Command {
         #[arg(long)]
         report: bool,
     },
+    /// Search policies, tunables and block settings for a workload (a scenario, a fio
+    /// job file or a trace) on a device model, ranked by an objective; print the best
+    /// as shell lines and a udev rule, and its gain over the kernel's default.
+    Tune {
+        /// A built-in scenario, a scenario TOML, a fio job file (*.fio) or a block trace.
+        workload: String,
+        /// Device profile name or TOML path (e.g. from `elevator device probe`);
+        /// default: the scenario's.
+        #[arg(long)]
+        device: Option<String>,
+        /// e.g. "minimize p99(reader)", "maximize mb_s subject to p99(app) < 50ms",
+        /// "weights shares within 10%", "minimize p99(reader), maximize mb_s".
+        #[arg(long)]
+        objective: String,
+        /// Policies to search, comma-separated (default: none, mq-deadline, kyber, bfq).
+        #[arg(long, value_delimiter = ',')]
+        sched: Option<Vec<String>>,
+        /// Most evaluations (the whole space when it is no larger).
+        #[arg(long, default_value_t = 64)]
+        budget: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Worker threads (default: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Leave out the policies' per-request CPU cost.
+        #[arg(long)]
+        no_cpu_cost: bool,
+        /// The kernel's name of the device in the printed shell lines and udev rule.
+        #[arg(long, default_value = "DEV")]
+        dev: String,
+        /// Rows of the ranking to print.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Run the kernel default and the top settings on this file or block device
+        /// through io_uring and compare predicted with measured (fio job files).
+        #[arg(long)]
+        verify: Option<std::path::PathBuf>,
+        /// Settings to verify (the default included).
+        #[arg(long, default_value_t = 8)]
+        verify_settings: usize,
+        /// Measured runs per setting (the median is compared).
+        #[arg(long, default_value_t = 3)]
+        verify_runs: usize,
+        /// Let --verify write to the target (a job that writes needs it).
+        #[arg(long)]
+        allow_write: bool,
+    },
     /// Replay a DiskSim validation trace on a device model and print DiskSim's
     /// demerit (its `rms`), the mean and the per-request error.
     Validate {
@@ -168,16 +219,18 @@ enum Command {
         #[arg(long)]
         device: String,
     },
-    /// Device profiles: import one from DiskSim.
+    /// Device profiles: probe a real device, or import one from DiskSim.
     Device {
         #[command(subcommand)]
         action: DeviceCommand,
     },
     /// Run every experiment with published figures (the 2003 benchmarks, the
-    /// 2016 BFQ letter on both devices, any scenario with a [published] table)
-    /// in parallel, and print ours beside theirs with a verdict per table.
+    /// 2016 BFQ letter on both devices, the 2009 threads' tables, any scenario
+    /// with a `[published]` or `[[table]]` section) in parallel, and print ours
+    /// beside theirs with a verdict per table.
     Reproduce {
-        /// Only experiments whose name contains PATTERN (`morton-7`, `letter`).
+        /// Only experiments whose name or thread contains PATTERN (`morton-7`,
+        /// `letter`; the 2009 threads: `brunelle`, `zoccolo`, `goyal`, `righi`).
         #[arg(long, value_name = "PATTERN")]
         only: Option<String>,
         /// Threads to run on (default: one per core).
@@ -240,12 +293,36 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum DeviceCommand {
+    /// Measure a file or block device through io_uring (4 KiB random reads at depths
+    /// 1-128, sequential reads of 4 KiB-1 MiB, a rotational check; writes only with
+    /// --allow-write) and write the fitted device profile (TOML, the measurements in
+    /// its comments). Refuses mounted, swap or held devices.
+    Probe {
+        /// A file or block device (it must exist; the probe addresses all of it).
+        target: std::path::PathBuf,
+        /// Also measure writes (sequential, random, a 70/30 mix): they overwrite the target.
+        #[arg(long)]
+        allow_write: bool,
+        /// Seconds per phase (about 18 phases, 29 with writes).
+        #[arg(long, default_value_t = 1.5)]
+        phase_time: f64,
+        /// Spindle speed assumed if the target turns out to be a disk.
+        #[arg(long, default_value_t = 7200)]
+        rpm: u32,
+        /// Write the profile here instead of standard output.
+        #[arg(long, short)]
+        output: Option<std::path::PathBuf>,
+    },
     /// Write an HDD profile TOML from a DiskSim drive (FILE.parv and the
     /// .diskspecs, .model and .seek files it names); parameters the model
-    /// does not support are listed on stderr.
+    /// does not support, and where the profile approximates DiskSim, are
+    /// listed on stderr. On an error nothing is printed; but `X > X.toml`
+    /// leaves the shell's empty X.toml behind, so prefer `-o X.toml`.
     ImportDisksim {
         parv: String,
-        /// Write the profile here instead of standard output.
+        /// Write the profile here instead of standard output, only on
+        /// success and whole (a temporary file beside it, then renamed):
+        /// an existing FILE is never left empty or half-written.
         #[arg(long, short)]
         output: Option<String>,
     },
@@ -361,6 +438,32 @@ fn main() -> ExitCode {
         }
         _ => status,
     }
+}
+
+/// Write `text` to `path` whole or not at all: into a temporary file in
+/// the same directory, flushed, then renamed over `path` (a rename within
+/// one file system replaces the name in one step), so neither a failure
+/// nor an interruption leaves `path` empty or half-written.
+fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profile".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Exit status of a `reproduce --check` that found a table worse than committed.
@@ -505,6 +608,25 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             Ok(())
         }
         Command::Device {
+            action:
+                DeviceCommand::Probe {
+                    target,
+                    allow_write,
+                    phase_time,
+                    rpm,
+                    output,
+                },
+        } => probe::probe(
+            &probe::ProbeOptions {
+                target,
+                allow_write,
+                phase_time,
+                rpm,
+                output,
+            },
+            out,
+        ),
+        Command::Device {
             action: DeviceCommand::ImportDisksim { parv, output },
         } => {
             let imported = elevator_device::disksim::import_disksim(std::path::Path::new(&parv))?;
@@ -515,11 +637,52 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 eprintln!("warning: {w}");
             }
             match output {
-                Some(path) => std::fs::write(&path, &imported.profile)
+                Some(path) => write_atomically(std::path::Path::new(&path), &imported.profile)
                     .with_context(|| format!("writing {path}"))?,
                 None => out.extend_from_slice(imported.profile.as_bytes()),
             }
             Ok(())
+        }
+        Command::Tune {
+            workload,
+            device,
+            objective,
+            sched,
+            budget,
+            seed,
+            threads,
+            no_cpu_cost,
+            dev,
+            top,
+            verify,
+            verify_settings,
+            verify_runs,
+            allow_write,
+        } => {
+            if budget == 0 || verify_runs == 0 || verify_settings < 2 {
+                bail!(
+                    "--budget and --verify-runs must be at least 1, --verify-settings at least 2"
+                );
+            }
+            tune::tune(
+                &tune::TuneOptions {
+                    workload,
+                    device,
+                    objective,
+                    sched: sched.unwrap_or_default(),
+                    budget,
+                    seed,
+                    threads,
+                    cpu_cost: !no_cpu_cost,
+                    dev,
+                    top,
+                    verify,
+                    verify_settings,
+                    verify_runs,
+                    allow_write,
+                },
+                out,
+            )
         }
         Command::Validate { trace, device } => {
             let v = elevator_scenario::validate::validate(&trace, &device)?;

@@ -317,6 +317,60 @@ fn validate_and_import_disksim_work_together() {
 }
 
 #[test]
+fn import_disksim_writes_its_output_whole_or_not_at_all() {
+    let dir = std::env::temp_dir().join(format!("elevator-import-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = dir.join("drive.toml");
+    std::fs::write(&target, "# a profile the user had\n").unwrap();
+    let target_s = target.to_str().unwrap();
+    // A refused import leaves the file as it was and prints nothing.
+    let missing = dir.join("no-such.parv");
+    let (code, out, err) = elevator(&[
+        "device",
+        "import-disksim",
+        missing.to_str().unwrap(),
+        "-o",
+        target_s,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("no-such.parv"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "# a profile the user had\n"
+    );
+    // A successful one replaces it whole, and leaves no temporary file.
+    let tiny = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../elevator-device/testdata/disksim/inline.parv"
+    );
+    let (code, out, err) = elevator(&["device", "import-disksim", tiny, "-o", target_s]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_empty(), "{out}");
+    let written = std::fs::read_to_string(&target).unwrap();
+    assert!(
+        written.starts_with("# Imported from DiskSim's"),
+        "{written}"
+    );
+    assert!(written.contains("write_settle_ms = -0.2"), "{written}");
+    // Where it approximates DiskSim, stderr says so.
+    assert!(err.contains("warning: approximated:"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("drive.toml")]);
+    // To standard output: the profile, or nothing on an error.
+    let (code, out, _) = elevator(&["device", "import-disksim", tiny]);
+    assert_eq!(code, 0);
+    assert_eq!(out, written);
+    let (code, out, _) = elevator(&["device", "import-disksim", missing.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn reproduce_checks_one_experiment_against_the_committed_verdicts() {
     let (code, out, err) = elevator(&["reproduce", "--only", "morton-2", "--check", "--jobs", "2"]);
     assert_eq!(code, 0, "{err}");

@@ -541,3 +541,48 @@ fn weights_and_priorities_reach_the_policy_from_the_job_file() {
     let idle = v["jobs"][1]["read"]["total_ios"].as_u64().unwrap();
     assert!(rt > 10 * idle.max(1), "rt {rt}, idle {idle}");
 }
+
+#[test]
+fn a_mounted_block_device_is_refused_by_the_cli() {
+    // Whatever holds `/` (when it is a block device we can name) is mounted.
+    // Any mounted block device will do: `/` first, else whatever a container
+    // bind-mounts from one (/etc/hosts, a volume).
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let mounted: Vec<(&str, &str)> = mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?, f.next()?))
+        })
+        .filter(|(src, _)| src.starts_with("/dev/") && is_block_device(src))
+        .collect();
+    let dev = match mounted
+        .iter()
+        .find(|(_, at)| *at == "/")
+        .or(mounted.first())
+    {
+        Some((src, _)) => src.to_string(),
+        None if std::env::var_os("ELEVATOR_SKIP_NO_BLOCK_DEVICE").is_some() => {
+            // The rule itself is also tested on device numbers in
+            // elevator-uring's tests/runtime.rs.
+            eprintln!("skipped (ELEVATOR_SKIP_NO_BLOCK_DEVICE): no mounted block device");
+            return;
+        }
+        None => panic!(
+            "no mounted block device in /proc/self/mounts to test the refusal on; \
+             set ELEVATOR_SKIP_NO_BLOCK_DEVICE=1 to skip this test"
+        ),
+    };
+    let dir = tempdir();
+    let (code, _, err) = elevator_in(
+        dir.path(),
+        &["run", &job("randread-qd32.fio"), "--engine", "uring", "--target", &dev],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("mounted at /"), "{err}");
+}
+
+fn is_block_device(path: &str) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+}

@@ -1,9 +1,11 @@
 //! Core types shared by every part of `elevator`.
 //!
-//! Nothing here reads a clock, touches a file or draws an unseeded random
-//! number: time is an [`Instant`] passed in by whoever drives the policies
-//! (the simulator or the io_uring runtime), and randomness comes from a
-//! [`Prng`] seeded by the scenario.
+//! Nothing here reads a clock or draws an unseeded random number: time is an
+//! [`Instant`] passed in by whoever drives the policies (the simulator or the
+//! io_uring runtime), and randomness comes from a [`Prng`] seeded by the
+//! scenario. Two helpers touch files, for the edges that read input and never
+//! for a policy or a model: [`read_input`] (a user's file, size-capped, FIFOs
+//! and devices refused) and [`shared`] (where tests find `../shared`).
 
 mod error;
 mod group;

@@ -119,7 +119,12 @@ pub(crate) struct HddParams {
     pub seek: Seek,
     pub head_switch: Duration,
     pub cylinder_switch: Duration,
-    pub write_settle: Duration,
+    /// Added to a write's seek or head switch, in nanoseconds; negative
+    /// when the drive settles for writing faster than for reading
+    /// (DiskSim's "Add. write settling delay" may be negative:
+    /// `dm_seek_time_g1` adds it to the seek, mech_g1.modspec tests no
+    /// range). The move never takes less than nothing.
+    pub write_settle_ns: i64,
     pub overheads: Overheads,
     /// Host interface rate, bytes per second.
     pub bus_rate: f64,
@@ -369,19 +374,21 @@ impl Hdd {
     /// When the start of the sector at `place` comes under the head if
     /// positioning from `head` starts at `ready`.
     fn reach_place(&self, head: Head, place: Place, ready: Instant, write: bool) -> Instant {
-        let mut t = ready;
-        let moved = if place.cylinder != head.cylinder {
-            t += self.seek_time(place.cylinder.abs_diff(head.cylinder));
-            true
+        let moving = if place.cylinder != head.cylinder {
+            Some(self.seek_time(place.cylinder.abs_diff(head.cylinder)))
         } else if place.head != head.head {
-            t += self.p.head_switch;
-            true
+            Some(self.p.head_switch)
         } else {
-            false
+            None
         };
-        if write && moved {
-            t += self.p.write_settle;
-        }
+        let t = match moving {
+            Some(d) if write => {
+                let settled = i128::from(d.0) + i128::from(self.p.write_settle_ns);
+                ready + Duration(settled.clamp(0, i128::from(u64::MAX)) as u64)
+            }
+            Some(d) => ready + d,
+            None => ready,
+        };
         t + self.geo.rotational_wait(place.angle_ns, t)
     }
 
@@ -1289,6 +1296,79 @@ mod tests {
             }
         }
         assert_eq!(order, vec![1, 3, 2]);
+    }
+
+    #[test]
+    fn a_negative_write_settle_shortens_a_writes_move_never_below_nothing() {
+        // DiskSim adds "Add. write settling delay" to a write's seek or
+        // head switch, negative values included (dm_seek_time_g1).
+        let hdd = |settle: &str| {
+            let text = include_str!("../profiles/ide-2003.toml").replace(
+                "write_settle_ms = 1.0",
+                &format!("write_settle_ms = {settle}"),
+            );
+            crate::profile::parse_hdd("ide-2003", &text).unwrap()
+        };
+        let dev = hdd("-0.2");
+        let from = super::Head {
+            cylinder: 0,
+            head: 0,
+            lba: 0,
+        };
+        let ready = Instant::ZERO + ms(3);
+        let far = dev.geo.locate(40_000_000);
+        let settle = elevator_core::Duration(200_000);
+        // A write that seeks arrives as a read started 0.2 ms earlier.
+        assert_eq!(
+            dev.reach_place(from, far, ready, true),
+            dev.reach_place(from, far, ready - settle, false)
+        );
+        // A head switch (1.4 ms) less 2 ms of settling takes no time: the
+        // write waits only for its sector to come round.
+        let dev = hdd("-2.0");
+        let other_head = dev.geo.locate(1_000);
+        assert_ne!(other_head.head, from.head);
+        assert_eq!(other_head.cylinder, from.cylinder);
+        assert_eq!(
+            dev.reach_place(from, other_head, ready, true),
+            ready + dev.geo.rotational_wait(other_head.angle_ns, ready)
+        );
+        // And a profile says how far it may go.
+        let text = include_str!("../profiles/ide-2003.toml")
+            .replace("write_settle_ms = 1.0", "write_settle_ms = -25.0");
+        let e = crate::profile::parse_hdd("ide-2003", &text).unwrap_err();
+        assert!(e.to_string().contains("write_settle_ms"), "{e}");
+    }
+
+    #[test]
+    fn interleaved_streams_keep_their_read_ahead_while_segments_outnumber_them() {
+        // DiskSim's disk_buffer_select_read_segment: a miss takes an empty
+        // segment, else the least recently used clean one; a segment the
+        // head left keeps what it read ahead. With `streams` readers taking
+        // 16 sectors in turn, one at a time, each miss reads 64 sectors
+        // ahead (the minimum) before the next command may seek away, so a
+        // stream's next request is in its segment if the segment survived
+        // the round: with 8 segments up to 8 streams hit, a 9th recycles
+        // every segment before its owner comes back.
+        let hits = |streams: u64| {
+            let mut dev = profile("ide-2003", |t| t);
+            let mut now = Instant::ZERO;
+            let mut hits = 0;
+            for round in 0..4u64 {
+                for s in 0..streams {
+                    let r = req(round * 100 + s, Op::Read, s * 2_000_000 + round * 16, 16);
+                    let done = serve(dev.as_mut(), &r, now);
+                    // A hit: 0.1 ms of overhead and 16 sectors of bus.
+                    if round > 0 && done.since(now) < ms(1) {
+                        hits += 1;
+                    }
+                    now = done;
+                }
+            }
+            hits
+        };
+        assert_eq!(hits(8), 3 * 8);
+        assert_eq!(hits(9), 0);
     }
 
     /// ide-2003 with `min_read_ahead_sectors` replaced by `n`.

@@ -21,7 +21,7 @@
 //!   segmented read-ahead buffer, write-back caching and NCQ with
 //!   shortest-positioning-time-first. Profiles `ide-2003`, `sata-hdd`, and
 //!   `ibm18es` (DiskSim's validated Ultrastar 18ES, which replays its
-//!   measured trace with a 0.22 ms demerit).
+//!   measured trace with a 0.133 ms demerit; DiskSim's own is 0.135 ms).
 //! * SSDs with channel/die/plane parallelism, striped mapping, a write
 //!   buffer and a host link with per-command cost, in MQSim's vocabulary
 //!   (Tavakkol et al., FAST 2018). Profiles `ssd-sata-2016` (the Plextor

@@ -449,7 +449,8 @@ impl HddFile {
             m.cylinder_switch_ms,
             0.0..=20.0,
         )?;
-        let settle = c.check("mechanics.write_settle_ms", m.write_settle_ms, 0.0..=20.0)?;
+        // Negative: writes settle sooner than reads (DiskSim accepts it).
+        let settle = c.check("mechanics.write_settle_ms", m.write_settle_ms, -20.0..=20.0)?;
         let mut zones = self.layout.zones(c, rpm, hs, cs)?;
         self.layout.spares(c, surfaces, &mut zones)?;
         let cylinders: u32 = zones.iter().fold(0, |end, z| {
@@ -548,7 +549,8 @@ impl HddFile {
             seek,
             head_switch: ms(hs),
             cylinder_switch: ms(cs),
-            write_settle: ms(settle),
+            // As `ms` converts every other time, with the sign kept.
+            write_settle_ns: (ms(settle.abs()).0 as i64) * if settle < 0.0 { -1 } else { 1 },
             overheads,
             bus_rate: bus * 1e6,
             segments,
@@ -806,7 +808,10 @@ struct SsdFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SsdInterface {
-    capacity_gb: u64,
+    /// Capacity in GB (10^9 bytes), or in MB with `capacity_mb` (a probed
+    /// loop device of 1 GiB is not a whole number of GB); exactly one.
+    capacity_gb: Option<u64>,
+    capacity_mb: Option<u64>,
     queue_depth: u32,
     max_sectors: u32,
     link_mb_per_s: f64,
@@ -840,7 +845,15 @@ impl SsdFile {
     fn validate(self, c: &Ctx, name: String) -> Result<SsdParams, ProfileError> {
         let i = &self.interface;
         let f = &self.flash;
-        let gb = c.check("interface.capacity_gb", i.capacity_gb, 1..=1_000_000)?;
+        let capacity_bytes = match (i.capacity_gb, i.capacity_mb) {
+            (Some(gb), None) => {
+                c.check("interface.capacity_gb", gb, 1..=1_000_000)? * 1_000_000_000
+            }
+            (None, Some(mb)) => {
+                c.check("interface.capacity_mb", mb, 1..=1_000_000_000)? * 1_000_000
+            }
+            _ => return Err(c.error("interface", "give one of capacity_gb and capacity_mb")),
+        };
         let queue_depth = c.check("interface.queue_depth", i.queue_depth, 1..=65_535)?;
         let max_sectors = c.check("interface.max_sectors", i.max_sectors, 8..=65_535)?;
         let link = c.check("interface.link_mb_per_s", i.link_mb_per_s, 1.0..=1e6)?;
@@ -877,7 +890,7 @@ impl SsdFile {
         }
         Ok(SsdParams {
             name,
-            capacity_sectors: gb * 1_000_000_000 / SECTOR_SIZE,
+            capacity_sectors: capacity_bytes / SECTOR_SIZE,
             queue_depth,
             max_sectors,
             channels,

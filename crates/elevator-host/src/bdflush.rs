@@ -14,7 +14,7 @@
 //!   dirty buffers, skipping locked ones, and submits each (`submit_bh`),
 //!   sleeping in `__get_request_wait` while the queue has no free
 //!   request. The host keeps the list at the page cache's chunk grain
-//!   (32 pages, [`crate::cache::PageCache::oldest_dirty_chunk`]).
+//!   (32 pages, [`crate::cache::PageCache::next_dirty_chunk`]).
 //! - **`balance_dirty`**, after each page a writer dirties: with `dirty`
 //!   the dirty buffers (not those under I/O) and `tot` =
 //!   `nr_free_buffer_pages()`, above `nfract` % it wakes bdflush, above

@@ -596,7 +596,7 @@ impl PageCache {
     /// clean pages among at most `max_scan` present pages, without freeing
     /// anything: the chunks with dirty pages or pages under writeback,
     /// tail first, and whether the clean pages found cover `need` (as
-    /// [`PageCache::make_room`] will free them).
+    /// `PageCache::make_room` will free them).
     pub fn tail_scan(&self, need: u64, max_scan: u64) -> TailScan {
         let mut scan = TailScan::default();
         let mut want = (self.present + need).saturating_sub(self.capacity);

@@ -1,8 +1,8 @@
 //! Per-call samples of timed system calls: every duration a program timed
 //! (fsync-tester's `fsync`, tiotest's `write` of each phase), kept whole so
-//! that a report can give the count, median, 90th percentile and maximum
-//! of exactly the calls made, as the tools printed every sample rather than
-//! a mean.
+//! that a report can give the count, minimum, median, 90th percentile and
+//! maximum of exactly the calls made, as the tools printed every sample
+//! rather than a mean.
 //!
 //! Quantiles are nearest-rank (the smallest sample with at least `q` of the
 //! samples at or below it), so every figure reported is a sample.
@@ -20,10 +20,12 @@ pub struct CallSamples {
     calls: BTreeMap<String, Vec<Duration>>,
 }
 
-/// Count, median, 90th percentile and maximum of one call's samples.
+/// Count, minimum, median, 90th percentile and maximum of one call's
+/// samples.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CallSummary {
     pub count: u64,
+    pub min_ms: f64,
     pub median_ms: f64,
     pub p90_ms: f64,
     pub max_ms: f64,
@@ -66,6 +68,7 @@ impl CallSamples {
         };
         Some(CallSummary {
             count: sorted.len() as u64,
+            min_ms: sorted.first().map_or(0.0, |d| d.as_millis_f64()),
             median_ms: rank(0.5),
             p90_ms: rank(0.9),
             max_ms: sorted.last().map_or(0.0, |d| d.as_millis_f64()),
@@ -92,6 +95,7 @@ mod tests {
         }
         let s = c.summary("fsync").unwrap();
         assert_eq!(s.count, 10);
+        assert_eq!(s.min_ms, 1.0);
         assert_eq!(s.median_ms, 5.0);
         assert_eq!(s.p90_ms, 9.0);
         assert_eq!(s.max_ms, 10.0);

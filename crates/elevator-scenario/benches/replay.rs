@@ -20,8 +20,9 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use elevator_core::Prng;
+use elevator_core::Workload;
 use elevator_scenario::validate::validate_reader;
-use elevator_sim::{Engine, EngineConfig, Workload};
+use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::trace::{ReplayMode, TraceFormat, TraceReader, TraceReplay};
 use std::fmt::Write;
 

@@ -23,6 +23,7 @@ const BUILTIN: &[(&str, &str)] = scenarios![
     "ioprio-17-2009-sync",
     "ioprio-17-2009-async",
     "group-random-vs-sequential-2009",
+    "group-random-vs-sequential-2009-io-throttle",
     "io-throttle-2009-seq-vs-seq",
     "io-throttle-2009-seq-vs-seq-unlimited",
     "io-throttle-2009-seq-vs-rand",

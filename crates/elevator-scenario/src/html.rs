@@ -18,7 +18,7 @@
 //! saying so; no number prints as `NaN` or `inf`; a figure cut by the time
 //! limit is marked as a lower bound.
 
-use crate::reproduce::{Reproduction, Table};
+use crate::reproduce::{Cell, Reproduction, Table};
 use elevator_metrics::{Report, RunReport};
 use std::fmt::Write as _;
 
@@ -37,15 +37,37 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// One table's chart: per policy a bar for ours and one for the published
-/// figure (its range's middle), on a log scale since the figures of one
-/// table span up to three decades (17 s to 2739 s in experiment 7). A
-/// lower bound (cut run, killed run) is drawn hollow.
+/// Every cell of a table with its name: the policy in a single-figure
+/// table, `row column` in a grid.
+fn named_cells(t: &Table) -> Vec<(String, &Cell)> {
+    let mut out = Vec::new();
+    for r in &t.rows {
+        for (c, cell) in r.cells.iter().enumerate() {
+            let name = if t.is_single() {
+                r.label.clone()
+            } else {
+                format!("{} {}", r.label, t.columns[c].label)
+            };
+            out.push((name, cell));
+        }
+    }
+    out
+}
+
+/// The widest chart of a grid, in pixels: a grid's cells share it.
+const GRID_CHART_W: f64 = 900.0;
+
+/// One table's chart: per policy (per cell of a grid) a bar for ours and
+/// one for the published figure (its range's middle), on a log scale since
+/// the figures of one table span up to three decades (17 s to 2739 s in
+/// experiment 7; a grid's more). A lower bound (cut run, killed run) is
+/// drawn hollow. A grid's bars narrow to fit [`GRID_CHART_W`] and its
+/// labels slant.
 fn chart(t: &Table) -> String {
-    let values: Vec<f64> = t
-        .rows
+    let cells = named_cells(t);
+    let values: Vec<f64> = cells
         .iter()
-        .flat_map(|r| [r.ours, r.published.as_ref().map(|p| (p.low + p.high) / 2.0)])
+        .flat_map(|(_, c)| [c.ours, c.published.as_ref().map(|p| (p.low + p.high) / 2.0)])
         .flatten()
         .filter(|v| *v > 0.0)
         .collect();
@@ -64,8 +86,14 @@ fn chart(t: &Table) -> String {
         let f = (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10());
         TOP + CHART_H * (1.0 - f)
     };
-    let width = LEFT + t.rows.len() as f64 * (2.0 * BAR_W + GROUP_GAP) + GROUP_GAP;
-    let height = TOP + CHART_H + BOTTOM;
+    let n = cells.len().max(1) as f64;
+    let slot = (2.0 * BAR_W + GROUP_GAP).min((GRID_CHART_W - LEFT - GROUP_GAP) / n);
+    let bar_w = slot * BAR_W / (2.0 * BAR_W + GROUP_GAP);
+    let gap = slot - 2.0 * bar_w;
+    let slanted = slot < 2.0 * BAR_W + GROUP_GAP;
+    let bottom = if slanted { BOTTOM + 60.0 } else { BOTTOM };
+    let width = LEFT + n * slot + gap;
+    let height = TOP + CHART_H + bottom;
     let mut svg = String::new();
     let _ = write!(
         svg,
@@ -86,8 +114,8 @@ fn chart(t: &Table) -> String {
         d *= 10.0;
     }
     let base = TOP + CHART_H;
-    for (i, r) in t.rows.iter().enumerate() {
-        let x0 = LEFT + GROUP_GAP + i as f64 * (2.0 * BAR_W + GROUP_GAP);
+    for (i, (name, c)) in cells.iter().enumerate() {
+        let x0 = LEFT + gap + i as f64 * slot;
         let mut bar = |x: f64, v: f64, class: &str, fill: &str, hollow: bool, label: String| {
             let top = y(v);
             let style = if hollow {
@@ -97,19 +125,19 @@ fn chart(t: &Table) -> String {
             };
             let _ = write!(
                 svg,
-                r#"<rect class="mark {class}" x="{x:.1}" y="{top:.1}" width="{BAR_W}" height="{:.1}" {style}><title>{}</title></rect>"#,
+                r#"<rect class="mark {class}" x="{x:.1}" y="{top:.1}" width="{bar_w:.1}" height="{:.1}" {style}><title>{}</title></rect>"#,
                 (base - top).max(1.0),
                 esc(&label)
             );
         };
-        if let Some(v) = r.ours {
-            let text = format!("{} ours: {}", r.label, r.ours_text(&t.unit));
-            bar(x0, v, "ours", "#2b6cb0", r.ours_at_least, text);
+        if let Some(v) = c.ours {
+            let text = format!("{name} ours: {}", c.ours_text());
+            bar(x0, v, "ours", "#2b6cb0", c.ours_at_least, text);
         }
-        if let Some(p) = &r.published {
-            let text = format!("{} published: {}", r.label, p.text);
+        if let Some(p) = &c.published {
+            let text = format!("{name} published: {}", p.text);
             bar(
-                x0 + BAR_W,
+                x0 + bar_w,
                 (p.low + p.high) / 2.0,
                 "published",
                 "#a0a0a0",
@@ -117,20 +145,33 @@ fn chart(t: &Table) -> String {
                 text,
             );
         }
-        let _ = write!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{}</text>"#,
-            x0 + BAR_W,
-            base + 14.0,
-            esc(&r.label)
-        );
+        if slanted {
+            let (x, yy) = (x0 + bar_w, base + 10.0);
+            let _ = write!(
+                svg,
+                r#"<text x="{x:.1}" y="{yy:.1}" font-size="8" text-anchor="end" transform="rotate(-60 {x:.1} {yy:.1})">{}</text>"#,
+                esc(name)
+            );
+        } else {
+            let _ = write!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{}</text>"#,
+                x0 + bar_w,
+                base + 14.0,
+                esc(name)
+            );
+        }
     }
+    let measure = if t.is_single() {
+        format!("{} ({})", t.measure, t.unit)
+    } else {
+        "each cell in its column's or row's unit".to_string()
+    };
     let _ = write!(
         svg,
-        r#"<text x="{LEFT}" y="{:.0}" font-size="10">{} ({}), log scale; blue: ours, grey: published, hollow: a lower bound</text></svg>"#,
+        r#"<text x="{LEFT}" y="{:.0}" font-size="10">{}, log scale; blue: ours, grey: published, hollow: a lower bound</text></svg>"#,
         height - 4.0,
-        esc(&t.measure),
-        esc(&t.unit)
+        esc(&measure)
     );
     svg
 }
@@ -164,9 +205,9 @@ pub fn reproduction_html(r: &Reproduction) -> String {
     let s = r.summary();
     let _ = writeln!(
         out,
-        "<p class=\"summary\">Orderings matched in {}/{} tables; {}/{} of our figures within 2× \
-         of the published ones.</p>",
-        s.ordered, s.tables, s.within_2x, s.values
+        "<p class=\"summary\">Orderings matched in {}/{} tables ({}/{} pairs); {}/{} of our \
+         figures within 2× of the published ones.</p>",
+        s.ordered, s.tables, s.pairs_in_order, s.pairs, s.within_2x, s.values
     );
     for t in &r.tables {
         let v = t.verdict();
@@ -177,34 +218,24 @@ pub fn reproduction_html(r: &Reproduction) -> String {
             esc(&t.title)
         );
         out.push_str(&chart(t));
-        let charted = r
-            .reports
-            .iter()
-            .any(|rep| rep.scenario == t.id && rep.runs.iter().any(|run| !run.charts.is_empty()));
-        if charted {
+        // A `[[table]]`'s id is `SCENARIO/NAME`.
+        let charted = r.reports.iter().find(|rep| {
+            (rep.scenario == t.id || t.id.starts_with(&format!("{}/", rep.scenario)))
+                && rep.runs.iter().any(|run| !run.charts.is_empty())
+        });
+        if let Some(rep) = charted {
             let _ = write!(
                 out,
                 "\n<p class=\"charts-link\"><a href=\"{}\">Latency CDFs and throughput timelines \
                  per job</a></p>",
-                esc(&scenario_page(&t.id))
+                esc(&scenario_page(&rep.scenario))
             );
         }
-        out.push_str(
-            "\n<table><tr><th>policy</th><th>ours</th><th>published</th><th>ratio</th>\
-             <th>within 2×</th></tr>\n",
-        );
-        for row in &t.rows {
-            let _ = writeln!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&row.label),
-                esc(&row.ours_text(&t.unit)),
-                esc(row.published.as_ref().map_or("-", |p| p.text.as_str())),
-                row.ratio().map_or("-".into(), |x| format!("{x:.2}")),
-                row.within().map_or("-", |w| if w { "yes" } else { "no" })
-            );
+        if t.is_single() {
+            single_table(&mut out, t);
+        } else {
+            grid_table(&mut out, t);
         }
-        out.push_str("</table>\n");
         let verdict = if !v.counts() {
             "no published figure to compare with".to_string()
         } else if v.pairs == 0 {
@@ -227,6 +258,59 @@ pub fn reproduction_html(r: &Reproduction) -> String {
     }
     out.push_str("</body></html>\n");
     out
+}
+
+/// A single-figure table: a row per policy.
+fn single_table(out: &mut String, t: &Table) {
+    out.push_str(
+        "\n<table><tr><th>policy</th><th>ours</th><th>published</th><th>ratio</th>\
+         <th>within 2×</th></tr>\n",
+    );
+    for row in &t.rows {
+        let Some(c) = row.cells.first() else { continue };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&row.label),
+            esc(&c.ours_text()),
+            esc(c.published.as_ref().map_or("-", |p| p.text.as_str())),
+            c.ratio().map_or("-".into(), |x| format!("{x:.2}")),
+            c.within().map_or("-", |w| if w { "yes" } else { "no" })
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+/// A `[[table]]`: its source, then the grid, each cell ours, the published
+/// figure as written and the ratio (`*` when outside 2×).
+fn grid_table(out: &mut String, t: &Table) {
+    let _ = write!(
+        out,
+        "\n<p class=\"source\">Source: {}</p>\n<table><tr><th></th>",
+        esc(&t.source)
+    );
+    for c in &t.columns {
+        let _ = write!(out, "<th>{}</th>", esc(&c.label));
+    }
+    out.push_str("</tr>\n");
+    for row in &t.rows {
+        let _ = write!(out, "<tr><td>{}</td>", esc(&row.label));
+        for c in &row.cells {
+            let ratio = match c.ratio() {
+                Some(_) => format!(" ×{}", crate::reproduce::ratio_text(c)),
+                None => String::new(),
+            };
+            let _ = write!(
+                out,
+                "<td>{} {} / {}{ratio}</td>",
+                esc(&c.ours_sig()),
+                esc(&c.unit),
+                esc(&c.published.as_ref().map_or("-".into(), |p| p.number()))
+            );
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
 }
 
 // ---------------------------------------------------------------------

@@ -19,12 +19,14 @@ mod host;
 pub mod html;
 pub mod letter;
 mod parse;
+mod quantity;
 pub mod replay;
 pub mod reproduce;
 mod result;
 mod run;
 pub mod startup;
 pub mod swarm;
+mod table;
 mod units;
 pub mod validate;
 
@@ -35,5 +37,7 @@ pub use parse::{
     JobTemplate, Scenario, Sweep, WbtSpec, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS,
     MAX_WBT_LAT_USEC,
 };
+pub use quantity::Unit;
 pub use run::{apply_block, run, run_one, run_policy, RunOptions};
+pub use table::{CellSpec, TableSpec};
 pub use units::{parse_duration, parse_size};

@@ -54,6 +54,8 @@ struct RawScenario {
     #[serde(default)]
     published: BTreeMap<String, String>,
     #[serde(default)]
+    table: Vec<S<crate::table::RawTable>>,
+    #[serde(default)]
     sched: BTreeMap<String, BTreeMap<String, S<i64>>>,
     #[serde(default)]
     block: RawBlock,
@@ -93,6 +95,7 @@ struct RawGroup {
 struct RawSweep {
     job: Option<S<String>>,
     count: Option<S<Vec<i64>>>,
+    prio: Option<S<Vec<String>>>,
     inflight_limit: Option<S<Vec<String>>>,
 }
 
@@ -218,6 +221,11 @@ pub struct WbtSpec {
 pub enum Sweep {
     /// Per count of one job's instances.
     Count { job: String, counts: Vec<u32> },
+    /// Per I/O priority of one job or process (`ionice`), each as written.
+    Prio {
+        target: String,
+        prios: Vec<(String, IoPrio)>,
+    },
     /// Per block-layer in-flight limit in sectors (`None`: no limit).
     InflightLimit(Vec<Option<u64>>),
 }
@@ -243,6 +251,9 @@ pub struct Scenario {
     pub per_group_wide: bool,
     pub result: ResultSpec,
     pub published: BTreeMap<String, String>,
+    /// `[[table]]`: published tables of any shape, each cell a figure of
+    /// one run (`table.rs`).
+    pub tables: Vec<crate::table::TableSpec>,
     /// Tunable overrides per policy, already checked against the registry.
     pub tunables: BTreeMap<String, BTreeMap<String, i64>>,
     /// The block layer below the policy (slots, in-flight limit).
@@ -274,6 +285,7 @@ impl Scenario {
         match &self.sweep {
             None => 1,
             Some(Sweep::Count { counts, .. }) => counts.len(),
+            Some(Sweep::Prio { prios, .. }) => prios.len(),
             Some(Sweep::InflightLimit(limits)) => limits.len(),
         }
     }
@@ -376,10 +388,6 @@ impl Scenario {
         for j in &raw.job {
             jobs.push(job(&cx, j, &groups, time_limit)?);
         }
-        let sweep = match &raw.sweep {
-            None => None,
-            Some(sw) => Some(sweep(&cx, sw, &jobs)?),
-        };
         let startups = crate::startup::validate(&cx, &raw.startup)?;
         let mut host = crate::host::parse_host(
             &cx,
@@ -389,6 +397,13 @@ impl Scenario {
             &raw.process,
             &groups,
         )?;
+        let processes: Vec<String> = host.as_ref().map_or(Vec::new(), |h| {
+            h.processes.iter().map(|p| p.name.clone()).collect()
+        });
+        let sweep = match &raw.sweep {
+            None => None,
+            Some(sw) => Some(sweep(&cx, sw, &jobs, &processes)?),
+        };
         // `[presets]`: a policy that runs on another kernel's host and block
         // layer (the 2003 tables' 2.4 column: linus24 on 2.4).
         let mut block_by_policy = BTreeMap::new();
@@ -462,6 +477,16 @@ impl Scenario {
         names.extend(startups.iter().map(|s| s.name.clone()));
         let result = ResultSpec::parse(&cx_result(&cx, &raw.result, &groups)?, &names)
             .map_err(|m| cx.at(&raw.result.metric, "result", m))?;
+        let tables = crate::table::parse_tables(
+            &cx,
+            &raw.table,
+            &crate::table::Known {
+                schedulers: &schedulers,
+                names: &names,
+                groups: &groups,
+                sweep: sweep.as_ref(),
+            },
+        )?;
 
         Ok(Scenario {
             file: file.to_string(),
@@ -475,6 +500,7 @@ impl Scenario {
             per_group_wide,
             result,
             published: raw.published,
+            tables,
             tunables,
             block,
             faults,
@@ -575,7 +601,10 @@ fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
         _ => ScenarioError {
             file: file.to_string(),
             line: at.map(|a| Lines::new(text).line(a)),
-            key: at.and_then(|a| key_on_line(text, a)),
+            // The field a shape error names (a stray or missing key, also
+            // inside an inline table, whose line starts `{ label = ...`),
+            // else the key assigned on the line.
+            key: named_field(&message).or_else(|| at.and_then(|a| key_on_line(text, a))),
             message: message
                 .lines()
                 .map(str::trim)
@@ -584,6 +613,14 @@ fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
                 .join("; "),
         },
     }
+}
+
+/// The field of serde's "unknown field `x`" and "missing field `x`".
+fn named_field(message: &str) -> Option<String> {
+    ["unknown field `", "missing field `"].iter().find_map(|p| {
+        let rest = message.strip_prefix(p)?;
+        Some(rest[..rest.find('`')?].to_string())
+    })
 }
 
 /// The top-level keys and tables every scenario has.
@@ -811,7 +848,44 @@ fn block_config(
     Ok(config)
 }
 
-fn sweep(cx: &Ctx<'_>, sw: &RawSweep, jobs: &[JobTemplate]) -> Result<Sweep, ScenarioError> {
+fn sweep(
+    cx: &Ctx<'_>,
+    sw: &RawSweep,
+    jobs: &[JobTemplate],
+    processes: &[String],
+) -> Result<Sweep, ScenarioError> {
+    if let (Some(target), None, Some(prios), None) =
+        (&sw.job, &sw.count, &sw.prio, &sw.inflight_limit)
+    {
+        let name = target.get_ref();
+        if !jobs.iter().any(|j| &j.name == name) && !processes.iter().any(|p| p == name) {
+            return Err(cx.at(
+                target,
+                "sweep.job",
+                format!("no job or process named {name:?}"),
+            ));
+        }
+        if prios.get_ref().is_empty() {
+            return Err(cx.at(prios, "sweep.prio", "an empty list"));
+        }
+        let mut out: Vec<(String, IoPrio)> = Vec::new();
+        for p in prios.get_ref() {
+            let prio = p
+                .parse::<IoPrio>()
+                .map_err(|e| cx.at(prios, "sweep.prio", e.to_string()))?;
+            if out.iter().any(|(t, _)| t == p) {
+                return Err(cx.at(prios, "sweep.prio", format!("{p:?} is listed twice")));
+            }
+            out.push((p.clone(), prio));
+        }
+        return Ok(Sweep::Prio {
+            target: name.clone(),
+            prios: out,
+        });
+    }
+    if let Some(p) = &sw.prio {
+        return Err(cx.at(p, "sweep.prio", "sweep `job` with `prio`, and nothing else"));
+    }
     match (&sw.job, &sw.count, &sw.inflight_limit) {
         (Some(job), Some(count), None) => {
             if !jobs.iter().any(|j| &j.name == job.get_ref()) {
@@ -857,7 +931,7 @@ fn sweep(cx: &Ctx<'_>, sw: &RawSweep, jobs: &[JobTemplate]) -> Result<Sweep, Sce
             .min()
             .map(|at| cx.line(at)),
             Some("sweep"),
-            "sweep either `job` with `count`, or `inflight_limit`",
+            "sweep either `job` with `count` or `prio`, or `inflight_limit`",
         )),
     }
 }

@@ -26,6 +26,94 @@ pub enum Metric {
     SimulatedS,
     /// A job-specific figure (`extra:frames_missed`).
     Extra(String),
+    /// Bytes the job read (or the group moved, for `bytes`).
+    ReadBytes,
+    WriteBytes,
+    Bytes,
+    /// A statistic of a timed system call's samples (`call:fsync:median`).
+    Call {
+        call: String,
+        stat: CallStat,
+    },
+}
+
+/// Which statistic of a call's samples (`JobReport::calls`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallStat {
+    Count,
+    Min,
+    Median,
+    P90,
+    Max,
+}
+
+impl CallStat {
+    pub const NAMES: [&'static str; 5] = ["count", "min", "median", "p90", "max"];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    fn parse(s: &str) -> Option<CallStat> {
+        Some(match s {
+            "count" => CallStat::Count,
+            "min" => CallStat::Min,
+            "median" => CallStat::Median,
+            "p90" => CallStat::P90,
+            "max" => CallStat::Max,
+            _ => return None,
+        })
+    }
+
+    /// This statistic of `samples` (any unit), nearest-rank as
+    /// [`elevator_metrics::CallSamples::summary`] ranks ours, so that a
+    /// published list and our samples are summed up alike; `None` for
+    /// no samples.
+    pub fn of(self, samples: &[f64]) -> Option<f64> {
+        let mut sorted: Vec<f64> = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let rank = |q: f64| sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        (n > 0).then(|| match self {
+            CallStat::Count => n as f64,
+            CallStat::Min => sorted[0],
+            CallStat::Median => rank(0.5),
+            CallStat::P90 => rank(0.9),
+            CallStat::Max => sorted[n - 1],
+        })
+    }
+
+    fn of_summary(self, c: &elevator_metrics::CallSummary) -> f64 {
+        match self {
+            CallStat::Count => c.count as f64,
+            CallStat::Min => c.min_ms,
+            CallStat::Median => c.median_ms,
+            CallStat::P90 => c.p90_ms,
+            CallStat::Max => c.max_ms,
+        }
+    }
+}
+
+impl Metric {
+    /// The unit our figure comes in (`units::Unit` names); `None` for a
+    /// job-specific extra, whose unit its program documents.
+    pub fn native_unit(&self) -> Option<&'static str> {
+        Some(match self {
+            Metric::Completion | Metric::FinishTime | Metric::SimulatedS => "s",
+            Metric::MbS | Metric::AggregateMbS => "MB/s",
+            Metric::Iops => "IOPS",
+            Metric::LatMeanMs | Metric::LatP99Ms | Metric::LatMaxMs => "ms",
+            Metric::PctOver2s => "%",
+            Metric::DiskShare => "fraction",
+            Metric::ReadBytes | Metric::WriteBytes | Metric::Bytes => "B",
+            Metric::Call {
+                stat: CallStat::Count,
+                ..
+            } => "calls",
+            Metric::Call { .. } => "ms",
+            Metric::Extra(_) => return None,
+        })
+    }
 }
 
 impl FromStr for Metric {
@@ -43,10 +131,30 @@ impl FromStr for Metric {
             "disk_share" => Metric::DiskShare,
             "aggregate_mb_s" => Metric::AggregateMbS,
             "simulated_s" => Metric::SimulatedS,
-            other => match other.strip_prefix("extra:") {
-                Some(k) if !k.is_empty() => Metric::Extra(k.to_string()),
+            "read_bytes" => Metric::ReadBytes,
+            "write_bytes" => Metric::WriteBytes,
+            "bytes" => Metric::Bytes,
+            other => match (other.strip_prefix("extra:"), other.strip_prefix("call:")) {
+                (Some(k), _) if !k.is_empty() => Metric::Extra(k.to_string()),
+                (_, Some(c)) => {
+                    let bad = || {
+                        format!(
+                            "{other:?}: a call's statistic is call:CALL:STAT, STAT one of {}",
+                            CallStat::NAMES.join(", ")
+                        )
+                    };
+                    let (call, stat) = c.rsplit_once(':').ok_or_else(bad)?;
+                    let stat = CallStat::parse(stat).ok_or_else(bad)?;
+                    if call.is_empty() {
+                        return Err(bad());
+                    }
+                    Metric::Call {
+                        call: call.to_string(),
+                        stat,
+                    }
+                }
                 _ => return Err(format!(
-                    "unknown metric {other:?} (completion, finish_time, mb_s, iops, lat_mean_ms, lat_p99_ms, lat_max_ms, pct_over_2s, disk_share, aggregate_mb_s, simulated_s, extra:NAME)"
+                    "unknown metric {other:?} (completion, finish_time, mb_s, iops, lat_mean_ms, lat_p99_ms, lat_max_ms, pct_over_2s, disk_share, aggregate_mb_s, simulated_s, read_bytes, write_bytes, bytes, extra:NAME, call:CALL:STAT)"
                 )),
             },
         })
@@ -99,7 +207,9 @@ impl ResultSpec {
             }
         }
         let default = match r.metric {
-            Metric::MbS | Metric::Iops => Reduce::Sum,
+            Metric::MbS | Metric::Iops | Metric::ReadBytes | Metric::WriteBytes | Metric::Bytes => {
+                Reduce::Sum
+            }
             _ => Reduce::Max,
         };
         Ok(ResultSpec {
@@ -155,6 +265,7 @@ impl ResultSpec {
                 Metric::LatMeanMs => g.lat_mean_ms,
                 Metric::LatMaxMs => g.lat_max_ms,
                 Metric::DiskShare => g.disk_share,
+                Metric::Bytes => g.bytes as f64,
                 _ => f64::NAN,
             };
         }
@@ -185,6 +296,10 @@ impl ResultSpec {
                 Metric::LatMaxMs => Some(j.lat_max_ms),
                 Metric::PctOver2s => Some(j.pct_over_2s),
                 Metric::Extra(k) => j.extra.get(k).copied(),
+                Metric::ReadBytes => Some(j.read_bytes as f64),
+                Metric::WriteBytes => Some(j.write_bytes as f64),
+                Metric::Bytes => Some(j.bytes as f64),
+                Metric::Call { call, stat } => j.calls.get(call).map(|c| stat.of_summary(c)),
                 Metric::AggregateMbS | Metric::SimulatedS | Metric::DiskShare => None,
             })
             .collect();

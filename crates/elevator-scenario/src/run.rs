@@ -57,32 +57,7 @@ pub fn run(
         .clone()
         .unwrap_or_else(|| scenario.device.clone());
     let seed = options.seed.unwrap_or(scenario.seed);
-    // One variant per sweep point (or just the scenario itself).
-    let variants: Vec<(Option<String>, Scenario)> = match &scenario.sweep {
-        None => vec![(None, scenario.clone())],
-        Some(Sweep::Count { job, counts }) => counts
-            .iter()
-            .map(|&count| {
-                let mut s = scenario.clone();
-                for j in s.jobs.iter_mut().filter(|j| &j.name == job) {
-                    j.count = count;
-                }
-                (Some(format!("{job}={count}")), s)
-            })
-            .collect(),
-        Some(Sweep::InflightLimit(limits)) => limits
-            .iter()
-            .map(|&limit| {
-                let mut s = scenario.clone();
-                s.block.inflight_limit = limit;
-                let label = match limit {
-                    None => "inflight_limit=max".to_string(),
-                    Some(sectors) => format!("inflight_limit={}k", sectors / 2),
-                };
-                (Some(label), s)
-            })
-            .collect(),
-    };
+    let variants = variants(scenario);
     let mut runs = Vec::new();
     for (variant, scenario) in &variants {
         for name in &schedulers {
@@ -113,6 +88,59 @@ pub fn run(
         per_job_kib: scenario.per_job_kib,
         per_group_wide: scenario.per_group_wide,
     })
+}
+
+/// The labels of a sweep's points, as runs carry them (`rand=4`,
+/// `fsync-tester.prio=rt/4`, `inflight_limit=256k`), in order.
+pub(crate) fn variants_labels(sweep: &Sweep) -> Vec<String> {
+    match sweep {
+        Sweep::Count { job, counts } => counts.iter().map(|c| format!("{job}={c}")).collect(),
+        Sweep::Prio { target, prios } => prios
+            .iter()
+            .map(|(text, _)| format!("{target}.prio={text}"))
+            .collect(),
+        Sweep::InflightLimit(limits) => limits
+            .iter()
+            .map(|limit| match limit {
+                None => "inflight_limit=max".to_string(),
+                Some(sectors) => format!("inflight_limit={}k", sectors / 2),
+            })
+            .collect(),
+    }
+}
+
+/// One variant of `scenario` per sweep point with its label (or just the
+/// scenario itself).
+fn variants(scenario: &Scenario) -> Vec<(Option<String>, Scenario)> {
+    let Some(sweep) = &scenario.sweep else {
+        return vec![(None, scenario.clone())];
+    };
+    let labels = variants_labels(sweep);
+    (0..labels.len())
+        .map(|i| {
+            let mut s = scenario.clone();
+            match sweep {
+                Sweep::Count { job, counts } => {
+                    for j in s.jobs.iter_mut().filter(|j| &j.name == job) {
+                        j.count = counts[i];
+                    }
+                }
+                Sweep::Prio { target, prios } => {
+                    let prio = prios[i].1;
+                    for j in s.jobs.iter_mut().filter(|j| &j.name == target) {
+                        j.prio = prio;
+                    }
+                    if let Some(h) = &mut s.host {
+                        for p in h.processes.iter_mut().filter(|p| &p.name == target) {
+                            p.prio = prio;
+                        }
+                    }
+                }
+                Sweep::InflightLimit(limits) => s.block.inflight_limit = limits[i],
+            }
+            (Some(labels[i].clone()), s)
+        })
+        .collect()
 }
 
 /// Run `scenario` once under policy `policy` on `device` with `seed`.
@@ -426,6 +454,9 @@ fn block_settings(config: &EngineConfig) -> BTreeMap<String, String> {
     ]);
     // The 2.6.32 mechanisms, named only where on (the older presets'
     // settings lines stay as they were).
+    if config.cpu_cost > elevator_core::Duration::ZERO {
+        settings.insert("cpu_cost".into(), format!("{}ns", config.cpu_cost.nanos()));
+    }
     for (name, on) in [
         ("sync_lists", config.sync_lists),
         ("congestion", config.congestion),
@@ -517,6 +548,8 @@ pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<
             };
         }
         "restart_before_wakeup" => config.restart_before_wakeup = n != 0,
+        // ns of policy CPU per request (elevator_sched::cost); 0: off.
+        "cpu_cost" => config.cpu_cost = elevator_core::Duration(n as u64),
         // 1: the linux-2.6.32 allocation (sync/async lists, batching,
         // may_queue); 0: the linux-2.6 one.
         "sync_lists" => config.sync_lists = n != 0,
@@ -529,7 +562,7 @@ pub fn apply_block(config: &mut EngineConfig, name: &str, value: i64) -> Result<
         other => {
             return Err(format!(
                 "no block setting {other:?} (nr_requests, batch_requests, steal, inflight_limit, \
-                 max_sectors, restart_before_wakeup, sync_lists, congestion, plugging)"
+                 max_sectors, restart_before_wakeup, sync_lists, congestion, plugging, cpu_cost)"
             ))
         }
     }

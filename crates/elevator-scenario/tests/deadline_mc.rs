@@ -3,9 +3,10 @@
 //! tiotest setting), a real-time reader meets its short deadline and an
 //! fsync-like burst of sync writes is not stuck behind the writeback.
 
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{Duration, GroupId, Instant, IoPrio, Op, TaskId, SECTOR_SIZE};
 use elevator_metrics::{JobReport, JobStats};
-use elevator_sim::{BlockIo, Completion, Engine, EngineConfig, Io, Workload};
+use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::{DirectJob, Mix, Part, Pattern};
 
 /// A task that writes `burst` 4 KiB blocks synchronously and waits for

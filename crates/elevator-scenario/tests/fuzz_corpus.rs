@@ -68,6 +68,35 @@ fn seeds_parse() {
     let imported =
         elevator_device::disksim::import_disksim_with(Path::new("tiny.parv"), &read).unwrap();
     elevator_device::parse("tiny", &imported.profile).unwrap();
+    // The forms DiskSim 4.0 takes that the importer once refused (an
+    // inline model, the HPL and Lee seek equations, a negative write
+    // settle, skews in revolutions or out of range, slips out of order, a
+    // seek file with a stdev column and a bogus line) import and load.
+    for seed in [
+        "inline-model-hplplus10-slips-out-of-order",
+        "extracted-seek-with-stdev-and-a-bogus-line",
+        "lee-curve-negative-and-wide-skews",
+    ] {
+        let drive = std::fs::read_to_string(corpus.join("disksim").join(seed)).unwrap();
+        let files: Vec<&str> = drive.split('\0').collect();
+        let next = std::cell::Cell::new(0);
+        let read = |p: &Path| {
+            next.set(next.get() + 1);
+            files
+                .get(next.get() - 1)
+                .map(|f| f.to_string())
+                .ok_or_else(|| elevator_device::disksim::ImportError {
+                    file: p.display().to_string(),
+                    line: 0,
+                    key: "file".into(),
+                    message: "not in the seed".into(),
+                })
+        };
+        let imported = elevator_device::disksim::import_disksim_with(Path::new("d.parv"), &read)
+            .unwrap_or_else(|e| panic!("{seed}: {e}"));
+        elevator_device::parse(seed, &imported.profile)
+            .unwrap_or_else(|e| panic!("{seed}: {e}\n{}", imported.profile));
+    }
     for entry in std::fs::read_dir(corpus.join("trace")).unwrap() {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();

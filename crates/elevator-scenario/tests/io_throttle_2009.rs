@@ -1,5 +1,5 @@
 //! Righi's 2009 io-throttle experiments on the MTRON SSD: with io.max at
-//! 10 MB/s and 2150 IOPS per group each group reads at the limit that binds
+//! 10 MiB/s and 2150 IOPS per group each group reads at the limit that binds
 //! its request size (1 MiB: the bandwidth, 10 I/Os a second; 4 KiB: the
 //! IOPS, 8.8 MB/s) whatever its task count; without limits the groups run
 //! far over both, and group 1's share grows with its tasks.
@@ -7,8 +7,9 @@
 use elevator_metrics::Report;
 use elevator_scenario::{builtin, run, RunOptions, Scenario};
 
-/// The cap of each group, from the scenario's `io.max` line.
-const RBPS: f64 = 10_000_000.0;
+/// The cap of each group, from the scenario's `io.max` line (his 10 MB/s
+/// of io-throttle, which are MiB/s).
+const RBPS: f64 = 10_485_760.0;
 const RIOPS: f64 = 2150.0;
 
 fn report(name: &str) -> Report {

@@ -268,3 +268,180 @@ files = "f"
     let e = err(&twice);
     assert!(e.starts_with("my.toml:17: key `startup.name`"), "{e}");
 }
+
+/// A scenario with a `[[table]]` of every kind of cell: a written figure
+/// with its unit, one without, and samples on a column.
+const TABLE: &str = r#"
+name = "t"
+description = "a published table"
+schedulers = ["noop", "deadline"]
+
+[result]
+name = "time"
+unit = "s"
+metric = "completion"
+
+[[job]]
+name = "reader"
+rw = "read"
+bs = "128k"
+size = "1m"
+
+[[table]]
+name = "grid"
+thread = "someone-2009"
+title = "a grid"
+source = "someone, LKML 2009, the table"
+job = "reader"
+columns = [
+  { label = "noop", policy = "noop" },
+  { label = "deadline", policy = "deadline" },
+]
+rows = [
+  { label = "time", metric = "completion", unit = "ms", figures = ["1.5 s", "900"] },
+  { label = "bytes", metric = "read_bytes", unit = "KiB", figures = ["1024", ""] },
+]
+
+[[table]]
+name = "lists"
+thread = "someone-2009"
+title = "samples"
+source = "someone, LKML 2009, the lists"
+job = "reader"
+judge = ["rows"]
+unit = "s"
+rows = [
+  { label = "median", metric = "call:read:median" },
+  { label = "max", metric = "call:read:max" },
+]
+[[table.columns]]
+label = "noop"
+policy = "noop"
+samples = ["0.5", "0.25",
+  "1.5"]
+"#;
+
+#[test]
+fn a_good_table_parses_with_its_figures_in_the_cells_units() {
+    let s = Scenario::parse("my.toml", TABLE).unwrap();
+    assert_eq!(s.tables.len(), 2);
+    let g = &s.tables[0];
+    assert_eq!((g.rows.len(), g.columns.len()), (2, 2));
+    let cell = |r: usize, c: usize| g.cells[r][c].published.as_ref().map(|f| f.low);
+    assert_eq!(cell(0, 0), Some(1500.0), "1.5 s in ms");
+    assert_eq!(cell(0, 1), Some(900.0));
+    assert_eq!(cell(1, 1), None, "an empty figure is none");
+    let l = &s.tables[1];
+    assert!(l.judge_rows && !l.judge_columns);
+    let median = l.cells[0][0].published.as_ref().unwrap();
+    assert_eq!(
+        (median.low, median.text.as_str()),
+        (0.5, "0.5 (median of 3)")
+    );
+}
+
+#[test]
+fn bad_tables_name_file_line_and_key() {
+    let cases = [
+        (
+            TABLE.replace(
+                "unit = \"KiB\", figures",
+                "unit = \"KiB\", jb = \"x\", figures",
+            ),
+            "my.toml:29: key `jb`",
+        ),
+        (
+            TABLE.replace("source = \"someone, LKML 2009, the table\"\n", ""),
+            "my.toml:17: key `source`",
+        ),
+        (
+            TABLE.replace("[\"1024\", \"\"]", "[\"1024\"]"),
+            "my.toml:29: key `table.rows.figures`",
+        ),
+        (
+            TABLE.replace("\"1.5 s\"", "\"1.5 KB/s\""),
+            "my.toml:28: key `table.rows.figures`",
+        ),
+        (
+            TABLE.replace("\"900\"", "\"fast\""),
+            "my.toml:28: key `table.rows.figures`",
+        ),
+        (
+            TABLE.replace("policy = \"deadline\" }", "policy = \"bfq\" }"),
+            "my.toml:25: key `table.policy`",
+        ),
+        (
+            TABLE.replace("metric = \"read_bytes\"", "metric = \"speed\""),
+            "my.toml:29: key `table.metric`",
+        ),
+        (
+            TABLE.replace("unit = \"KiB\"", "unit = \"parsecs\""),
+            "my.toml:29: key `table.unit`",
+        ),
+        (
+            TABLE.replace("unit = \"KiB\"", "unit = \"MB/s\""),
+            "my.toml:29: key `table.unit`",
+        ),
+        (
+            TABLE.replace(
+                "{ label = \"time\",",
+                "{ label = \"time\", policy = \"noop\",",
+            ),
+            "my.toml:28: key `table.rows.policy`",
+        ),
+        (
+            TABLE.replace(
+                "{ label = \"noop\", policy = \"noop\" },",
+                "{ label = \"noop\" },",
+            ),
+            "my.toml:28: key `table.rows.policy`",
+        ),
+        (
+            TABLE.replace("metric = \"call:read:max\"", "metric = \"lat_max_ms\""),
+            "my.toml:47: key `table.samples`",
+        ),
+        (
+            TABLE.replace("metric = \"call:read:max\"", "metric = \"call:read:p99\""),
+            "my.toml:42: key `table.metric`",
+        ),
+        (
+            TABLE.replace("judge = [\"rows\"]", "judge = [\"diagonals\"]"),
+            "my.toml:38: key `table.judge`",
+        ),
+        (
+            TABLE.replace("name = \"lists\"", "name = \"grid\""),
+            "my.toml:33: key `table.name`",
+        ),
+        (
+            TABLE.replace("job = \"reader\"\ncolumns", "job = \"writer\"\ncolumns"),
+            "my.toml:22: key `table.job`",
+        ),
+        (
+            TABLE.replace("job = \"reader\"\ncolumns", "sweep = 4\ncolumns"),
+            "my.toml:22: key `table.sweep`",
+        ),
+        (
+            TABLE.replace(
+                "title = \"a grid\"",
+                "title = \"a grid\"\nresolution = \"64 KB/s\"",
+            ),
+            "my.toml:21: key `table.resolution`",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_ne!(text, TABLE, "the case changed nothing: {want}");
+        let got = err(&text);
+        assert!(got.starts_with(want), "want {want:?}, got {got:?}");
+    }
+}
+
+#[test]
+fn a_priority_sweep_names_its_job_and_its_points() {
+    let sweep = GOOD.to_string() + "\n[sweep]\njob = \"reader\"\nprio = [\"be/4\", \"rt/0\"]\n";
+    let s = Scenario::parse("my.toml", &sweep).unwrap();
+    assert_eq!(s.sweep_points(), 2);
+    let e = err(&sweep.replace("rt/0", "rt/9"));
+    assert!(e.starts_with("my.toml:18: key `sweep.prio`"), "{e}");
+    let e = err(&sweep.replace("job = \"reader\"\nprio", "job = \"nobody\"\nprio"));
+    assert!(e.starts_with("my.toml:17: key `sweep.job`"), "{e}");
+}

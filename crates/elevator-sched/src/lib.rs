@@ -17,6 +17,7 @@
 //! there.
 
 pub mod check;
+pub mod cost;
 pub mod group;
 #[cfg(any(test, feature = "harness"))]
 pub mod harness;

@@ -723,6 +723,38 @@ impl FifoQueue {
         self.len == 0
     }
 
+    /// The queue's own consistency, for `Scheduler::check_invariants`: the
+    /// count matches the full slots, and every index entry names a full
+    /// slot whose request starts (`by_start`) or ends (`by_end`) there.
+    pub fn check(&self) -> Result<(), String> {
+        let full = self.slots.iter().flatten().count();
+        if full != self.len {
+            return Err(format!(
+                "FIFO holds {full} requests but counts {}",
+                self.len
+            ));
+        }
+        let at = |place: u64| {
+            place
+                .checked_sub(self.front)
+                .and_then(|i| self.slots.get(i as usize))
+                .and_then(Option::as_ref)
+        };
+        for (&end, &place) in &self.by_end {
+            match at(place) {
+                Some(r) if r.end() == end => {}
+                other => return Err(format!("by_end {end} names place {place}: {other:?}")),
+            }
+        }
+        for (&start, &place) in &self.by_start {
+            match at(place) {
+                Some(r) if r.sector == start => {}
+                other => return Err(format!("by_start {start} names place {place}: {other:?}")),
+            }
+        }
+        Ok(())
+    }
+
     fn slot(&mut self, place: u64) -> &mut Option<Request> {
         &mut self.slots[(place - self.front) as usize]
     }

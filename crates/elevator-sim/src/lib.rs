@@ -1,6 +1,7 @@
 //! The discrete-event simulator.
 //!
-//! A [`Workload`] submits block requests through [`Io`]; the [`Engine`]
+//! A [`Workload`](elevator_core::Workload) submits block requests through
+//! [`Io`](elevator_core::Io); the [`Engine`]
 //! admits them to the block queue (bounded by `nr_requests` per direction,
 //! as the kernel's request lists are), hands them to the policy, feeds the
 //! device whenever it has a free slot, and reports completions back to the
@@ -21,5 +22,3 @@ pub use engine::{
     congestion_off, congestion_on, Engine, EngineConfig, Plugging, RunSummary, IDE_24_MAX_SECTORS,
     UNPLUG_DELAY, UNPLUG_THRESH,
 };
-// The port moved to elevator-core; re-exported so callers keep their paths.
-pub use elevator_core::{BlockIo, Completion, Io, Workload};

@@ -1,11 +1,12 @@
 //! The engine on a fixed-service-time device: conservation, slots, waits.
 
+use elevator_core::{BlockIo, Completion, Io, Workload};
 use elevator_core::{
     Duration, GroupId, Instant, IoPrio, Op, QueueLimits, Request, RequestId, TaskId,
 };
 use elevator_device::{Device, DeviceStats};
 use elevator_sched::{Dispatch, Scheduler};
-use elevator_sim::{BlockIo, Completion, Engine, EngineConfig, Io, Workload};
+use elevator_sim::{Engine, EngineConfig};
 use std::collections::{BTreeSet, VecDeque};
 
 /// Serves one request at a time, each for `service`.

@@ -18,6 +18,7 @@
 
 #[allow(unsafe_code)] // the SQE pushes; each block says why it is sound
 mod backend;
+pub mod probe;
 mod runtime;
 mod service;
 #[allow(unsafe_code)] // sigaction; the block says why it is sound

@@ -1,6 +1,6 @@
 //! Which group a new inode goes to: fs/ext2/ialloc.c of Linux 2.5/2.6.
 //!
-//! - [`FileSystem::find_group_orlov`] places directories (the Orlov
+//! - `FileSystem::find_group_orlov` places directories (the Orlov
 //!   allocator, merged in 2.5.4x). A child of the root (or of a directory
 //!   flagged `EXT2_TOPDIR_FL`) goes, starting from a random group, to the
 //!   group with the fewest directories among those with at least average
@@ -11,12 +11,12 @@
 //!   (`avefreeb - blocks_per_group / 4`), or too much "debt" (directories
 //!   created there minus files, against `max_debt` from `INODE_COST` 64 and
 //!   `BLOCK_COST` 256); then the next acceptable group in cyclic order.
-//! - [`FileSystem::find_group_dir`] is the 2.4 directory allocator (kept in
+//! - `FileSystem::find_group_dir` is the 2.4 directory allocator (kept in
 //!   2.5 as the `oldalloc` mount option): the group with the most free
 //!   blocks among those with at least average free inodes. Every directory
 //!   lands in a different group, which is why Morton notes that Orlov "is
 //!   worth a 4x speedup" reading a tree.
-//! - [`FileSystem::find_group_other`] places files: the parent's group if
+//! - `FileSystem::find_group_other` places files: the parent's group if
 //!   it has a free inode and free blocks, else a quadratic hash from
 //!   `parent_group + parent_ino`, else a linear search.
 //!

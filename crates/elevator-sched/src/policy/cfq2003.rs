@@ -3,7 +3,7 @@
 //! Jens Axboe's original "complete fairness queueing" scheduler, the one
 //! the 2003 benchmarks measured as "2.5.61+CFQ" (2.5.61-mm1). We read it in
 //! three forms that share the algorithm line for line: the -mm version
-//! Axboe reposted as "[PATCH] 2.6.0-test4 CFQ io scheduler" (LKML, 29 Aug
+//! Axboe reposted as "\[PATCH\] 2.6.0-test4 CFQ io scheduler" (LKML, 29 Aug
 //! 2003, "the latest version from before -mm dropped it"), and
 //! drivers/block/cfq-iosched.c of 2.6.0 with and without its tunables in
 //! `cfq_data`. Algorithm only: the code is ours. Today's `cfq` (2.6.33-3.x,

@@ -242,6 +242,41 @@ impl Direction {
         }
     }
 
+    /// This direction's consistency, for `Scheduler::check_invariants`:
+    /// every queued request is of direction `dir` and has one key, the
+    /// FIFO is in (deadline, id) order, and each queued request has exactly
+    /// one live FIFO entry.
+    pub(crate) fn check(&self, dir: usize) -> Result<(), String> {
+        if let Some(r) = self.sorted.iter().find(|r| dir_of(r) != dir) {
+            return Err(format!("{r} queued in direction {dir}"));
+        }
+        let keyed = self.key.iter().flatten().count();
+        if keyed != self.sorted.len() {
+            let n = self.sorted.len();
+            return Err(format!(
+                "direction {dir}: {keyed} FIFO keys for {n} queued requests"
+            ));
+        }
+        if let Some(w) = self
+            .fifo
+            .iter()
+            .zip(self.fifo.iter().skip(1))
+            .find(|(a, b)| a.key() > b.key())
+        {
+            return Err(format!(
+                "direction {dir}: FIFO out of order at {:?}",
+                w.1.key()
+            ));
+        }
+        let live = self.fifo.iter().filter(|e| e.is_live(&self.key)).count();
+        if live != keyed {
+            return Err(format!(
+                "direction {dir}: {live} live FIFO entries for {keyed} keys"
+            ));
+        }
+        Ok(())
+    }
+
     /// The FIFO deadline of the queued request at `place`.
     pub(crate) fn deadline_of(&self, place: Place) -> Instant {
         self.key[place.slot()].expect("queued").0
@@ -418,6 +453,18 @@ impl Scheduler for Deadline {
 
     fn dispatch_reason(&self) -> Option<&'static str> {
         Some(self.reason)
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        for (dir, d) in self.dirs.iter().enumerate() {
+            d.check(dir)?;
+        }
+        // A stale `next_rq` (its request merged away) is allowed: it is
+        // filtered where it is read. Two set at once is not.
+        if self.next_rq.iter().all(Option::is_some) {
+            return Err("next_rq set for both directions".into());
+        }
+        Ok(())
     }
 
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {

@@ -429,6 +429,33 @@ impl Scheduler for Linus24 {
         matches!(self.scan(request).0, Found::Back(_) | Found::Front(_))
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        // The list and the request store describe the same requests: each
+        // slot points at a distinct stored request with its extent and
+        // direction, and every other entry is on the free list.
+        let mut seen = vec![false; self.requests.len()];
+        for (i, slot) in self.list.iter().enumerate() {
+            let Some(Some(r)) = self.requests.get(slot.at) else {
+                return Err(format!("list[{i}] points at empty entry {}", slot.at));
+            };
+            if std::mem::replace(&mut seen[slot.at], true) {
+                return Err(format!("entry {} is on the list twice", slot.at));
+            }
+            if (r.sector, r.end(), is_write(r)) != (slot.sector, slot.end, slot.write) {
+                return Err(format!("list[{i}] says {slot:?} but holds {r}"));
+            }
+        }
+        let stored = self.requests.iter().flatten().count();
+        if stored != self.list.len() || stored + self.free.len() != self.requests.len() {
+            let (list, free) = (self.list.len(), self.free.len());
+            return Err(format!(
+                "{stored} stored requests, {list} on the list, {free} free of {}",
+                self.requests.len()
+            ));
+        }
+        Ok(())
+    }
+
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
         if self.max_bomb_segments > 0 {
             return None;

@@ -347,6 +347,7 @@ impl Scheduler for MqDeadline {
     fn check_invariants(&self) -> Result<(), String> {
         for (level, l) in self.levels.iter().enumerate() {
             for (dir, d) in l.dirs.iter().enumerate() {
+                d.check(dir)?;
                 if let Some(r) = d
                     .sorted
                     .iter()

@@ -77,6 +77,10 @@ impl Scheduler for Noop {
         self.queue.len()
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.queue.check()
+    }
+
     fn starvation_bound(&self, service: Duration, max_queued: usize) -> Option<Duration> {
         Some(service.mul(max_queued as u64 + 1))
     }

@@ -322,7 +322,8 @@ proptest! {
 mod replays {
     use super::*;
     use elevator_core::Instant;
-    use elevator_sim::{Engine, EngineConfig, Workload};
+    use elevator_core::Workload;
+    use elevator_sim::{Engine, EngineConfig};
 
     fn run(text: &str, format: TraceFormat, mode: ReplayMode) -> (TraceReplay<&[u8]>, Instant) {
         let dev = elevator_device::open("nvme").unwrap();

@@ -14,14 +14,14 @@
 //! fewer than its learned inject limit are in the device), `waker`
 //! (5.4/5.14), `stable_merge` (5.13) and `rules = 601` (6.1's idling,
 //! symmetry and preemption rules, and the per-queue tag share); see
-//! [`modern`].
+//! `modern`.
 //!
 //! Each task gets a sync queue; async writes share one queue per (group,
 //! class, level). A queue has a weight (`(8 - level) × 10` from its ioprio)
 //! and, when scheduled, a *budget* in sectors. The in-service queue is
 //! served exclusively until it exhausts its budget, empties (perhaps after
 //! idling up to `slice_idle` for its next request), or exceeds its budget
-//! timeout (`timeout_sync`); then B-WF2Q+ ([`wf2q`]) picks the next queue:
+//! timeout (`timeout_sync`); then B-WF2Q+ (`wf2q`) picks the next queue:
 //! the eligible one with the smallest virtual finish time, per class in
 //! strict order RT > BE > IDLE. Because queues are charged in sectors,
 //! bandwidth (not time) is shared by weight; slow or seeky queues are
@@ -30,7 +30,7 @@
 //!
 //! Around the engine:
 //! - budgets adapt per queue to the reason it expired, and `max_budget`
-//!   follows the peak rate that [`peak`] estimates (`timeout_sync` worth of
+//!   follows the peak rate that `peak` estimates (`timeout_sync` worth of
 //!   sectors);
 //! - idling happens only where it pays: for throughput on rotational or
 //!   non-queueing devices with sequential, I/O-bound, short-think queues,
@@ -114,7 +114,7 @@ pub const LIMIT_DEPTH: i64 = 0;
 /// 4.20 "block, bfq: inject other-queue I/O into seeky idle queues on NCQ
 /// flash", reworked in 5.2 with the learned `inject_limit`; versions from
 /// the kernel's history). Off by default for the same reason; 1 turns it
-/// on, with the limit learned as 5.2+ learns it ([`modern`]).
+/// on, with the limit learned as 5.2+ learns it (`modern`).
 pub const INJECTION: i64 = 0;
 
 /// Which kernel's idling, symmetry and preemption rules to follow: 412

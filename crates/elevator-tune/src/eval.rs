@@ -1,0 +1,302 @@
+//! One setting on one workload, in the simulator: the one place where
+//! `tune` builds and runs a setting.
+//!
+//! Scenarios run through `elevator_scenario::run_policy` with the
+//! setting's tunables and block settings as `--set` overrides (and
+//! `read_ahead_kb`, `wbt_lat_usec` written into the scenario's host and
+//! `[wbt]`); fio job files run as `elevator run JOB.fio --engine sim`
+//! runs them; traces replay through `elevator_scenario::replay`. When the
+//! one policy-stack builder lands (the house issue), [`evaluate`] is what
+//! changes: it is the only function here that assembles a run.
+
+use crate::objective::{Figures, GroupShare, JobFigures};
+use crate::space::{Axis, Setting, Uses};
+use elevator_core::{GroupId, GroupTree, IoClass, SECTOR_SIZE};
+use elevator_metrics::{JobReport, JobStats};
+use elevator_scenario::replay::{ReplayConfig, Variant};
+use elevator_scenario::Scenario;
+use elevator_workload::fio::JobFile;
+
+/// What `tune` tunes for.
+#[derive(Clone, Debug)]
+pub enum TuneWorkload {
+    Scenario(Box<Scenario>),
+    Fio(JobFile),
+    Trace(ReplayConfig),
+}
+
+/// How every evaluation runs.
+#[derive(Clone, Debug)]
+pub struct EvalOptions {
+    /// Device profile name or path (`None`: the scenario's own).
+    pub device: Option<String>,
+    pub seed: u64,
+    /// Charge each policy's CPU cost per request (`elevator_sched::cost`).
+    pub cpu_cost: bool,
+}
+
+impl TuneWorkload {
+    pub fn name(&self) -> String {
+        match self {
+            TuneWorkload::Scenario(s) => s.name.clone(),
+            TuneWorkload::Fio(f) => f.path.display().to_string(),
+            TuneWorkload::Trace(t) => t.trace.clone(),
+        }
+    }
+
+    /// The device a run uses.
+    pub fn device(&self, o: &EvalOptions) -> Result<String, String> {
+        match (&o.device, self) {
+            (Some(d), _) => Ok(d.clone()),
+            (None, TuneWorkload::Scenario(s)) => Ok(s.device.clone()),
+            (None, TuneWorkload::Trace(t)) => Ok(t.device.clone()),
+            (None, TuneWorkload::Fio(_)) => Err("a fio job file needs --device".into()),
+        }
+    }
+
+    /// What the workload uses that a policy must honour.
+    pub fn uses(&self) -> Uses {
+        let weighted = |g: &GroupTree| {
+            let w: Vec<u32> = g.iter().skip(1).map(|g| g.weight).collect();
+            w.len() >= 2 && w.iter().any(|x| *x != w[0])
+        };
+        let classed = |c: IoClass| matches!(c, IoClass::RealTime | IoClass::Idle);
+        match self {
+            TuneWorkload::Scenario(s) => Uses {
+                weights: weighted(&s.groups),
+                prio_classes: s.jobs.iter().any(|j| classed(j.prio.class())),
+            },
+            TuneWorkload::Fio(f) => Uses {
+                weights: {
+                    let w: Vec<u32> = f.jobs.iter().filter_map(|j| j.cgroup_weight).collect();
+                    w.len() >= 2 && w.iter().any(|x| *x != w[0])
+                },
+                prio_classes: f.jobs.iter().any(|j| matches!(j.prio, Some((1 | 3, _)))),
+            },
+            TuneWorkload::Trace(_) => Uses::default(),
+        }
+    }
+
+    /// The block settings the model has for this workload.
+    pub fn block_axes(&self, rotational: bool) -> Vec<Axis> {
+        let nr = Axis {
+            name: "nr_requests".into(),
+            values: vec![32, 64, 128, 256],
+            default: elevator_sim::EngineConfig::linux_26().nr_requests[0] as i64,
+        };
+        match self {
+            TuneWorkload::Trace(_) => Vec::new(),
+            TuneWorkload::Fio(_) => vec![nr],
+            TuneWorkload::Scenario(s) => {
+                let mut axes = vec![nr];
+                if let Some(h) = &s.host {
+                    let kb = (h.params.readahead_max / 1024) as i64;
+                    let mut values = vec![32, 128, 512, 2048, kb];
+                    values.sort_unstable();
+                    values.dedup();
+                    axes.push(Axis {
+                        name: "read_ahead_kb".into(),
+                        values,
+                        default: kb,
+                    });
+                }
+                if let Some(w) = s.wbt {
+                    let default = w.lat_usec.map_or_else(
+                        || elevator_sched::group::wbt::default_lat_usec(rotational) as i64,
+                        |v| v as i64,
+                    );
+                    let mut values = vec![0, default / 4, default, default * 4];
+                    values.sort_unstable();
+                    values.dedup();
+                    axes.push(Axis {
+                        name: "wbt_lat_usec".into(),
+                        values,
+                        default,
+                    });
+                }
+                axes
+            }
+        }
+    }
+}
+
+fn figures_of(job: &JobReport) -> JobFigures {
+    JobFigures {
+        name: job.name.clone(),
+        p50_ms: job.lat_p50_ms,
+        p99_ms: job.lat_p99_ms,
+        p999_ms: job.lat_p999_ms,
+        mean_ms: job.lat_mean_ms,
+        max_ms: job.lat_max_ms,
+        mb_s: job.mb_s,
+        iops: job.iops,
+    }
+}
+
+/// Run `setting` on `workload` and collect what objectives read.
+pub fn evaluate(
+    workload: &TuneWorkload,
+    setting: &Setting,
+    o: &EvalOptions,
+) -> Result<Figures, String> {
+    let device = workload.device(o)?;
+    let policy = elevator_sched::find(&setting.policy)
+        .ok_or_else(|| format!("unknown scheduler {:?}", setting.policy))?;
+    let cpu_ns = if o.cpu_cost {
+        elevator_sched::cost::per_request(policy.name).nanos() as i64
+    } else {
+        0
+    };
+    match workload {
+        TuneWorkload::Scenario(s) => {
+            let mut s = (**s).clone();
+            let mut overrides: Vec<(String, String, i64)> = setting
+                .tunables
+                .iter()
+                .map(|(k, v)| (policy.name.to_string(), k.clone(), *v))
+                .collect();
+            for (k, v) in &setting.block {
+                match k.as_str() {
+                    "read_ahead_kb" => {
+                        if let Some(h) = &mut s.host {
+                            h.params.readahead_max = (*v as u64) * 1024;
+                            for p in h.params_by_policy.values_mut() {
+                                p.readahead_max = (*v as u64) * 1024;
+                            }
+                        }
+                    }
+                    "wbt_lat_usec" => {
+                        if let Some(w) = &mut s.wbt {
+                            w.lat_usec = Some(*v as u64);
+                        }
+                    }
+                    _ => overrides.push(("block".into(), k.clone(), *v)),
+                }
+            }
+            if cpu_ns > 0 {
+                overrides.push(("block".into(), "cpu_cost".into(), cpu_ns));
+            }
+            let run =
+                elevator_scenario::run_policy(&s, policy.name, &device, o.seed, &overrides, false)
+                    .map_err(|e| e.to_string())?;
+            let span = run.simulated_s;
+            let ios: u64 = run.jobs.iter().map(|j| j.ios).sum();
+            Ok(Figures {
+                jobs: run.jobs.iter().map(figures_of).collect(),
+                total_mb_s: run.aggregate_mb_s,
+                total_iops: if span > 0.0 { ios as f64 / span } else { 0.0 },
+                groups: run
+                    .groups
+                    .iter()
+                    .filter(|g| g.tasks > 0 && g.name != "root")
+                    .map(|g| GroupShare {
+                        name: g.name.clone(),
+                        weight: g.weight,
+                        share: g.disk_share,
+                    })
+                    .collect(),
+            })
+        }
+        TuneWorkload::Fio(file) => {
+            let dev = elevator_device::open(&device).map_err(|e| e.to_string())?;
+            let limits = dev.limits();
+            let (mut run, groups) = file
+                .build(limits.capacity * SECTOR_SIZE, o.seed)
+                .map_err(|e| e.to_string())?;
+            let tunables = policy
+                .tunables(setting.tunables.iter().map(|(k, v)| (k.as_str(), *v)))
+                .map_err(|e| e.to_string())?;
+            let mut sched = (policy.build)(&tunables, &limits);
+            if groups.len() > 1 {
+                sched.set_groups(&groups);
+            }
+            let mut config = elevator_sim::EngineConfig::linux_26();
+            for (k, v) in &setting.block {
+                elevator_scenario::apply_block(&mut config, k, *v)?;
+            }
+            config.cpu_cost = elevator_core::Duration(cpu_ns as u64);
+            let mut engine = elevator_sim::Engine::new(sched, dev, config);
+            let summary = engine.run(&mut run);
+            let stats = run.stats();
+            let end = summary.end;
+            Ok(fio_figures(file, &stats, &groups, end))
+        }
+        TuneWorkload::Trace(config) => {
+            if !setting.block.is_empty() {
+                return Err("a trace replay has no block settings to set".into());
+            }
+            let mut config = config.clone();
+            config.device = device;
+            let out = elevator_scenario::replay::replay(
+                &config,
+                &Variant {
+                    policy: policy.name.to_string(),
+                    tunables: setting.tunables.clone(),
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(Figures {
+                jobs: out.processes.iter().map(figures_of).collect(),
+                total_mb_s: out.throughput_mb_s(),
+                total_iops: out.total.iops,
+                groups: Vec::new(),
+            })
+        }
+    }
+}
+
+/// A fio run's figures: per job, the run's totals and the groups' shares
+/// of device time.
+pub fn fio_figures(
+    file: &JobFile,
+    stats: &[JobStats],
+    groups: &GroupTree,
+    end: elevator_core::Instant,
+) -> Figures {
+    let jobs: Vec<JobReport> = stats.iter().map(|s| s.report(end)).collect();
+    let span = end.as_secs_f64();
+    let bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
+    let ios: u64 = jobs.iter().map(|j| j.ios).sum();
+    // Instances come in job order, numjobs each.
+    let mut of_group: Vec<GroupId> = Vec::new();
+    for j in &file.jobs {
+        let g = j
+            .cgroup
+            .as_ref()
+            .and_then(|c| groups.find(c))
+            .unwrap_or(GroupId::ROOT);
+        of_group.extend(std::iter::repeat_n(g, j.numjobs as usize));
+    }
+    let total_disk: f64 = stats.iter().map(|s| s.disk_time.as_secs_f64()).sum();
+    let shares = groups
+        .iter()
+        .filter(|g| g.id != GroupId::ROOT)
+        .map(|g| {
+            let disk: f64 = stats
+                .iter()
+                .zip(&of_group)
+                .filter(|(_, id)| **id == g.id)
+                .map(|(s, _)| s.disk_time.as_secs_f64())
+                .sum();
+            GroupShare {
+                name: g.name.clone(),
+                weight: g.weight,
+                share: if total_disk > 0.0 {
+                    disk / total_disk
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    Figures {
+        jobs: jobs.iter().map(figures_of).collect(),
+        total_mb_s: if span > 0.0 {
+            bytes as f64 / 1e6 / span
+        } else {
+            0.0
+        },
+        total_iops: if span > 0.0 { ios as f64 / span } else { 0.0 },
+        groups: shares,
+    }
+}

@@ -1,0 +1,494 @@
+//! Fitting a device model to what the probe measured.
+//!
+//! **Flash (and anything whose latency does not grow with distance).** The
+//! probe's figures are fitted to the `ssd` model (MQSim's vocabulary, see
+//! `elevator-device/src/ssd.rs`) in a fixed shape whose free parameters
+//! are the ones a host can observe:
+//!
+//! * 256 parallel units (8 channels x 8 dies x 4 planes) of 4 KiB pages,
+//!   so that every request up to 1 MiB senses each of its pages once, in
+//!   parallel, and 4 KiB random reads at depth 128 load a unit well under
+//!   a tenth of the time: the units never limit what the probe sees.
+//!   Each channel bus runs at [`CHANNEL_FACTOR`] x the link rate.
+//! * `link_mb_per_s` from the slope of sequential-read latency over
+//!   request size at depth 1 (least squares over the six sizes, the
+//!   channel's share of each size included exactly);
+//! * `command_overhead_us` from the saturated 4 KiB random-read rate: the
+//!   link is the one serial resource of the model, so its time per 4 KiB
+//!   command is the inverse of the highest rate over the depths;
+//! * `firmware_latency_us` (overlapped, before the data moves) from the
+//!   4 KiB write latency at depth 1 (a write is acknowledged from the
+//!   buffer: firmware, command and link), or 0 when writes were not
+//!   measured;
+//! * `read_us` (tR) from the 4 KiB random-read latency at depth 1, less
+//!   everything above;
+//! * `program_us` (tPROG) from the 1 MiB sequential-write rate once the
+//!   buffer is full, when that rate is below what the link allows (else
+//!   set so that the flash writes at twice the link rate and never
+//!   limits, which is also what a read-only probe writes).
+//!
+//! Medians (p50) are fitted, not means, so that a few slow completions
+//! (an interrupt, a busy neighbour) do not move the model. The model is
+//! deterministic: its p99 is its p50 plus queueing; a device whose tail is
+//! noise is fitted to its median.
+//!
+//! **Rotational check.** The distance phases read pairs of blocks 1 MiB to
+//! half the span apart; a disk's latency grows with the distance (seek and
+//! rotation), flash's does not. A latency at the longest distance over
+//! 1.5x the shortest's and at least 1 ms above it means rotational.
+//! **Disks** are fitted to the `hdd` model from the same figures:
+//! `seek_table` from the distance latencies less half a revolution and the
+//! transfer of 4 KiB, the media rate from the 1 MiB sequential read; the
+//! spindle speed is not separable from the seek by these phases and is
+//! taken as 7200 rpm (say `--rpm` otherwise). What a probe cannot see
+//! (firmware garbage collection, thermal throttling, the host's and the
+//! device's caches beyond what one pass shows, an SLC cache running out)
+//! is not in the profile.
+
+use crate::probe::{Pattern, PhaseResult};
+use std::fmt::Write as _;
+
+/// Channels x dies x planes of the fitted shape.
+pub const CHANNELS: u32 = 8;
+pub const DIES: u32 = 8;
+pub const PLANES: u32 = 4;
+/// Page size of the fitted shape, bytes.
+pub const PAGE: f64 = 4096.0;
+/// Channel bus rate as a multiple of the link rate.
+pub const CHANNEL_FACTOR: f64 = 8.0;
+/// Write buffer of the fitted shape (not measurable in a short probe).
+pub const WRITE_BUFFER_MIB: u32 = 64;
+/// The smallest time the profile loader takes, microseconds.
+const MIN_US: f64 = 0.1;
+
+/// What the caller knows of the target besides the measurements.
+#[derive(Clone, Debug)]
+pub struct Facts {
+    /// Names the profile (`description`).
+    pub target: String,
+    pub span_bytes: u64,
+    /// Largest request, sectors (`max_sectors_kb` x 2).
+    pub max_sectors: u32,
+    /// Deepest queue the probe used (the model's queue depth).
+    pub queue_depth: u32,
+    /// `queue/rotational` from sysfs, if known (reported beside ours).
+    pub sysfs_rotational: Option<bool>,
+    /// Spindle speed to assume for a disk.
+    pub rpm: u32,
+}
+
+/// The fitted flash parameters, in the profile's units.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SsdFit {
+    pub link_mb_per_s: f64,
+    pub command_overhead_us: f64,
+    pub firmware_latency_us: f64,
+    pub read_us: f64,
+    pub program_us: f64,
+    pub channel_mb_per_s: f64,
+    /// Whether writes were measured (else `firmware_latency_us` and
+    /// `program_us` are assumptions).
+    pub writes_measured: bool,
+    /// Whether the sequential writes were slower than the link allows.
+    pub flash_limits_writes: bool,
+}
+
+/// The fitted disk parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HddFit {
+    pub rpm: u32,
+    pub media_mb_per_s: f64,
+    /// `[distance in cylinders, ms]` points.
+    pub seek_table: Vec<(u32, f64)>,
+    pub cylinders: u32,
+    pub sectors_per_track: u32,
+}
+
+/// The model a probe was fitted to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fitted {
+    Ssd(SsdFit),
+    Hdd(HddFit),
+}
+
+/// A fitted profile: the parameters and the TOML text.
+#[derive(Clone, Debug)]
+pub struct Fit {
+    pub model: Fitted,
+    pub rotational: bool,
+    /// Latency at the longest distance over the shortest's.
+    pub distance_ratio: f64,
+    pub profile: String,
+}
+
+/// Why the measurements cannot be fitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FitError(pub String);
+
+impl std::fmt::Display for FitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "probe fit: {}", self.0)
+    }
+}
+
+impl std::error::Error for FitError {}
+
+fn find(results: &[PhaseResult], pred: impl Fn(&PhaseResult) -> bool) -> Option<&PhaseResult> {
+    results.iter().find(|r| pred(r) && r.ios() > 0)
+}
+
+fn median_s(r: &PhaseResult) -> f64 {
+    r.latency().quantile(0.5).nanos() as f64 / 1e9
+}
+
+/// Least squares `y = a + b x`.
+fn line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let b = sxy / sxx;
+    Some((my - b * mx, b))
+}
+
+/// The channel's and the link's share of a `bs`-byte read, in units of
+/// the link's time per byte: pages spread over the channels, each channel
+/// moving its pages one after another at `CHANNEL_FACTOR` x the link rate.
+fn size_weight(bs: f64) -> f64 {
+    let pages = (bs / PAGE).ceil();
+    let per_channel = (pages / f64::from(CHANNELS)).ceil();
+    per_channel * PAGE / CHANNEL_FACTOR + bs
+}
+
+/// Fit the probe's `results` on the target described by `facts`.
+pub fn fit(results: &[PhaseResult], facts: &Facts) -> Result<Fit, FitError> {
+    let (rotational, ratio) = rotational(results);
+    if rotational {
+        return fit_hdd(results, facts, ratio);
+    }
+    let ssd = fit_ssd(results)?;
+    let profile = ssd_profile(&ssd, results, facts, ratio);
+    Ok(Fit {
+        model: Fitted::Ssd(ssd),
+        rotational,
+        distance_ratio: ratio,
+        profile,
+    })
+}
+
+/// Whether latency grows with distance, and the ratio it grew by.
+fn rotational(results: &[PhaseResult]) -> (bool, f64) {
+    let dist: Vec<(u64, f64)> = results
+        .iter()
+        .filter_map(|r| match r.phase.pattern {
+            Pattern::Distance { distance_bytes } if r.ios() > 0 => {
+                Some((distance_bytes, r.latency().mean().nanos() as f64 / 1e9))
+            }
+            _ => None,
+        })
+        .collect();
+    match (dist.first(), dist.last()) {
+        (Some(&(_, near)), Some(&(_, far))) if near > 0.0 && dist.len() >= 2 => {
+            let ratio = far / near;
+            (ratio > 1.5 && far - near > 1e-3, ratio)
+        }
+        _ => (false, 1.0),
+    }
+}
+
+/// The flash fit (see the module docs).
+pub fn fit_ssd(results: &[PhaseResult]) -> Result<SsdFit, FitError> {
+    let missing = |what: &str| FitError(format!("no {what} phase completed any I/O"));
+    let qd1 = find(results, |r| {
+        r.phase.pattern == Pattern::Random && r.phase.read_percent == 100 && r.phase.depth == 1
+    })
+    .ok_or_else(|| missing("4 KiB random read at depth 1"))?;
+    let l1 = median_s(qd1);
+    let seq: Vec<(f64, f64)> = results
+        .iter()
+        .filter(|r| {
+            r.phase.pattern == Pattern::Sequential
+                && r.phase.read_percent == 100
+                && r.phase.depth == 1
+                && r.ios() > 0
+        })
+        .map(|r| (size_weight(f64::from(r.phase.bs)), median_s(r)))
+        .collect();
+    let (_, per_byte) = line(&seq).ok_or_else(|| missing("sequential read (two sizes)"))?;
+    // Latency that does not grow with size (a noisy host, a device far
+    // faster than its per-command cost): the fastest rate any size reached.
+    let link = if per_byte > 0.0 {
+        1.0 / per_byte
+    } else {
+        results
+            .iter()
+            .filter(|r| r.phase.pattern == Pattern::Sequential && r.phase.read_percent == 100)
+            .filter(|r| r.ios() > 0)
+            .map(|r| f64::from(r.phase.bs) / median_s(r))
+            .fold(0.0, f64::max)
+    }; // bytes per second
+    let imax = results
+        .iter()
+        .filter(|r| r.phase.pattern == Pattern::Random && r.phase.read_percent == 100)
+        .map(PhaseResult::iops)
+        .fold(0.0_f64, f64::max);
+    if imax <= 0.0 {
+        return Err(missing("4 KiB random read"));
+    }
+    let link_4k = PAGE / link;
+    let cmd = (1.0 / imax - link_4k).max(0.0);
+    let chan_4k = PAGE / (CHANNEL_FACTOR * link);
+    let write_4k = find(results, |r| {
+        r.phase.read_percent == 0 && r.phase.bs == 4096 && r.phase.depth == 1
+    });
+    let fw = write_4k.map_or(0.0, |w| (median_s(w) - cmd - link_4k).max(0.0));
+    let read = (l1 - fw - chan_4k - cmd - link_4k).max(MIN_US / 1e6);
+    let units = f64::from(CHANNELS * DIES * PLANES);
+    let free_program =
+        (units * PAGE / (2.0 * link) - PAGE / (CHANNEL_FACTOR * link)).max(MIN_US / 1e6);
+    let big_write = results
+        .iter()
+        .filter(|r| {
+            r.phase.pattern == Pattern::Sequential && r.phase.read_percent == 0 && r.ios() > 0
+        })
+        .max_by_key(|r| r.phase.bs);
+    let (program, limited) = match big_write {
+        Some(w) => {
+            let bs = f64::from(w.phase.bs);
+            let rate = bs / median_s(w);
+            let link_rate = bs / (fw + cmd + bs / link);
+            if rate < 0.9 * link_rate {
+                let p = units * PAGE / rate - PAGE / (CHANNEL_FACTOR * link);
+                (p.max(MIN_US / 1e6), true)
+            } else {
+                (free_program, false)
+            }
+        }
+        None => (free_program, false),
+    };
+    Ok(SsdFit {
+        link_mb_per_s: link / 1e6,
+        command_overhead_us: cmd * 1e6,
+        firmware_latency_us: fw * 1e6,
+        read_us: read * 1e6,
+        program_us: program * 1e6,
+        channel_mb_per_s: CHANNEL_FACTOR * link / 1e6,
+        writes_measured: write_4k.is_some(),
+        flash_limits_writes: limited,
+    })
+}
+
+/// The measurements as comment lines.
+fn measurements(results: &[PhaseResult]) -> String {
+    let mut s = String::from(
+        "# Measured (p50/p99 from submission to completion, at the queue depth shown):\n\
+         #   phase                   IOPS      MB/s    p50 us    p99 us\n",
+    );
+    for r in results {
+        let _ = writeln!(
+            s,
+            "#   {:<18} {:>9.0} {:>9.1} {:>9.1} {:>9.1}",
+            r.phase.label(),
+            r.iops(),
+            r.mb_s(),
+            r.lat_us(0.5),
+            r.lat_us(0.99)
+        );
+    }
+    s
+}
+
+/// Round to 4 significant digits, as written in the profile.
+fn sig(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return 0.0;
+    }
+    let mag = 10f64.powi(3 - v.abs().log10().floor() as i32);
+    (v * mag).round() / mag
+}
+
+fn ssd_profile(f: &SsdFit, results: &[PhaseResult], facts: &Facts, ratio: f64) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Probed by `elevator device probe` on {}: fitted to the ssd model's fixed\n\
+         # shape (crates/elevator-tune/src/fit.rs). The rotational check found latency\n\
+         # {:.2}x as long at the longest distance as at the shortest: not a disk{}.",
+        facts.target,
+        ratio,
+        match facts.sysfs_rotational {
+            Some(true) => " (sysfs says rotational)",
+            Some(false) => " (sysfs agrees)",
+            None => "",
+        }
+    );
+    s.push_str(&measurements(results));
+    let _ = writeln!(
+        s,
+        "kind = \"ssd\"\ndescription = \"probed: {}\"\n\n[interface]",
+        facts.target.replace('"', "'")
+    );
+    let mb = (facts.span_bytes / 1_000_000).max(1);
+    let _ = writeln!(
+        s,
+        "# The probed span, {} bytes.\ncapacity_mb = {mb}",
+        facts.span_bytes
+    );
+    let _ = writeln!(
+        s,
+        "# The deepest queue the probe used.\nqueue_depth = {}",
+        facts.queue_depth
+    );
+    let _ = writeln!(
+        s,
+        "# The target's max_sectors_kb x 2.\nmax_sectors = {}",
+        facts.max_sectors
+    );
+    let _ = writeln!(
+        s,
+        "# Slope of sequential-read latency over request size at depth 1.\nlink_mb_per_s = {}",
+        sig(f.link_mb_per_s)
+    );
+    let _ = writeln!(
+        s,
+        "# 1 / the highest 4 KiB random-read rate, less 4 KiB over the link.\n\
+         command_overhead_us = {}",
+        sig(f.command_overhead_us)
+    );
+    let _ = writeln!(
+        s,
+        "# {}\nfirmware_latency_us = {}",
+        if f.writes_measured {
+            "4 KiB write latency at depth 1, less the command and the link."
+        } else {
+            "Not measured (no --allow-write): 0, every fixed read latency is in read_us."
+        },
+        sig(f.firmware_latency_us)
+    );
+    let _ = writeln!(
+        s,
+        "\n[flash]\n# Fixed shape: 256 units, so that no request up to 1 MiB waits for one.\n\
+         channels = {CHANNELS}\ndies_per_channel = {DIES}\nplanes_per_die = {PLANES}\npage_kib = 4"
+    );
+    let _ = writeln!(
+        s,
+        "# 4 KiB random-read latency at depth 1, less firmware, command and transfers.\n\
+         read_us = {}",
+        sig(f.read_us)
+    );
+    let _ = writeln!(
+        s,
+        "# {}\nprogram_us = {}",
+        if f.flash_limits_writes {
+            "From the 1 MiB sequential-write rate (below the link's): 256 x 4 KiB per tPROG."
+        } else if f.writes_measured {
+            "Writes ran at the link's rate: flash set to twice it, never the limit."
+        } else {
+            "Not measured (no --allow-write): flash set to twice the link rate."
+        },
+        sig(f.program_us)
+    );
+    let _ = writeln!(
+        s,
+        "# {CHANNEL_FACTOR} x the link rate.\nchannel_mb_per_s = {}",
+        sig(f.channel_mb_per_s)
+    );
+    let _ = writeln!(
+        s,
+        "\n[buffer]\n# Not measurable in a short probe; a typical DRAM buffer.\n\
+         write_buffer_mib = {WRITE_BUFFER_MIB}"
+    );
+    s
+}
+
+/// The disk fit (see the module docs).
+fn fit_hdd(results: &[PhaseResult], facts: &Facts, ratio: f64) -> Result<Fit, FitError> {
+    let rpm = facts.rpm;
+    let rev_s = 60.0 / f64::from(rpm);
+    let seq = results
+        .iter()
+        .filter(|r| {
+            r.phase.pattern == Pattern::Sequential && r.phase.read_percent == 100 && r.ios() > 0
+        })
+        .max_by_key(|r| r.phase.bs)
+        .ok_or_else(|| FitError("no sequential read phase completed any I/O".into()))?;
+    let media = seq.mb_s() * 1e6;
+    // Sectors per track from the media rate and the spindle speed.
+    let spt = ((media * rev_s / 512.0).round() as u32).clamp(16, 100_000);
+    // Two surfaces per platter, four surfaces.
+    let surfaces = 4u64;
+    let cylinders =
+        (facts.span_bytes / 512 / (u64::from(spt) * surfaces)).clamp(3, 10_000_000) as u32;
+    let bytes_per_cyl = f64::from(spt) * surfaces as f64 * 512.0;
+    let transfer_4k = 4096.0 / media;
+    let mut table: Vec<(u32, f64)> = Vec::new();
+    for r in results {
+        if let Pattern::Distance { distance_bytes } = r.phase.pattern {
+            if r.ios() == 0 {
+                continue;
+            }
+            let moved = distance_bytes + crate::probe::DISTANCE_STEP;
+            let d = ((moved as f64 / bytes_per_cyl).round() as u32).max(1);
+            let ms = ((r.latency().mean().nanos() as f64 / 1e9 - rev_s / 2.0 - transfer_4k) * 1e3)
+                .max(0.05);
+            if table.last().is_none_or(|&(last, t)| d > last && ms >= t) {
+                table.push((d, ms));
+            }
+        }
+    }
+    if table.is_empty() {
+        return Err(FitError("no distance phase completed any I/O".into()));
+    }
+    let fit = HddFit {
+        rpm,
+        media_mb_per_s: media / 1e6,
+        seek_table: table,
+        cylinders,
+        sectors_per_track: spt,
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Probed by `elevator device probe` on {}: latency grew {ratio:.2}x from the\n\
+         # shortest distance to the longest, so a disk; fitted to the hdd model\n\
+         # (crates/elevator-tune/src/fit.rs). {rpm} rpm is assumed, not measured.",
+        facts.target
+    );
+    s.push_str(&measurements(results));
+    let table_text: Vec<String> = fit
+        .seek_table
+        .iter()
+        .map(|(d, ms)| format!("[{d}, {}]", sig(*ms)))
+        .collect();
+    let _ = write!(
+        s,
+        "kind = \"hdd\"\ndescription = \"probed: {}\"\n\n[interface]\n\
+         queue_depth = {}\nmax_sectors = {}\n# The 1 MiB sequential read's rate, doubled: the bus is not the limit.\n\
+         transfer_mb_per_s = {}\n\n[mechanics]\nrpm = {rpm}\nsurfaces = {surfaces}\n\
+         # Distance-phase latency less half a revolution and the 4 KiB transfer.\n\
+         seek_table = [{}]\nhead_switch_ms = 0.8\ncylinder_switch_ms = 1.0\nwrite_settle_ms = 0.3\n\n\
+         [layout]\n# One zone at the sequential read's rate.\ncylinders = {cylinders}\nzones = 1\n\
+         outer_sectors_per_track = {spt}\ninner_sectors_per_track = {spt}\n\n\
+         [controller]\nread_miss_overhead_ms = 0.1\nread_hit_overhead_ms = 0.05\nwrite_overhead_ms = 0.1\n\n\
+         [cache]\nsegments = 16\nsegment_sectors = 2048\nwrite_cache = false\n\
+         write_buffer_sectors = 0\nwrite_buffer_runs = 1\n",
+        facts.target.replace('"', "'"),
+        facts.queue_depth.min(256),
+        facts.max_sectors,
+        sig(2.0 * media / 1e6),
+        table_text.join(", "),
+    );
+    Ok(Fit {
+        model: Fitted::Hdd(fit),
+        rotational: true,
+        distance_ratio: ratio,
+        profile: s,
+    })
+}

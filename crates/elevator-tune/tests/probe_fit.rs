@@ -1,0 +1,114 @@
+//! The probe's fit recovers a known simulated device: the probe's workload
+//! runs on the simulator through the same port it runs on a real device,
+//! and the fitted parameters come back within 5 %.
+
+use elevator_core::Duration;
+use elevator_tune::fit::{fit, Facts, Fitted};
+use elevator_tune::probe::ProbePlan;
+
+/// A flash device in the fit's shape with parameters of our choosing.
+fn known(link: f64, cmd: f64, fw: f64, read: f64, program: f64) -> String {
+    format!(
+        "kind = \"ssd\"\n[interface]\ncapacity_gb = 4\nqueue_depth = 128\nmax_sectors = 2048\n\
+         link_mb_per_s = {link}\ncommand_overhead_us = {cmd}\nfirmware_latency_us = {fw}\n\
+         [flash]\nchannels = 8\ndies_per_channel = 8\nplanes_per_die = 4\npage_kib = 4\n\
+         read_us = {read}\nprogram_us = {program}\nchannel_mb_per_s = {}\n\
+         [buffer]\nwrite_buffer_mib = 64\n",
+        link * 8.0
+    )
+}
+
+fn facts() -> Facts {
+    Facts {
+        target: "simulated".into(),
+        span_bytes: 4_000_000_000,
+        max_sectors: 2048,
+        queue_depth: 128,
+        sysfs_rotational: None,
+        rpm: 7200,
+    }
+}
+
+fn within(name: &str, got: f64, want: f64, tol: f64) {
+    let err = (got - want).abs() / want;
+    assert!(
+        err <= tol,
+        "{name}: fitted {got:.4}, known {want:.4} ({:.1} % off)",
+        err * 100.0
+    );
+}
+
+#[test]
+fn the_fit_recovers_a_known_flash_device_within_five_percent() {
+    // (link MB/s, command us, firmware us, tR us, tPROG us): a fast NVMe
+    // whose writes the flash limits, and a SATA-like one.
+    for (link, cmd, fw, read, program) in [
+        (2000.0, 1.5, 8.0, 45.0, 1500.0),
+        (500.0, 10.0, 5.0, 75.0, 4000.0),
+    ] {
+        let text = known(link, cmd, fw, read, program);
+        let device = elevator_device::parse("known", &text).expect("the known profile loads");
+        let plan = ProbePlan::standard(4_000_000_000, true, Duration::from_millis(1500), 20_000);
+        let results = elevator_tune::simulate_probe(&plan, device);
+        let f = fit(&results, &facts()).expect("fits");
+        assert!(
+            !f.rotational,
+            "flash judged rotational: {}",
+            f.distance_ratio
+        );
+        let Fitted::Ssd(s) = f.model else {
+            panic!("not fitted as flash")
+        };
+        within("link_mb_per_s", s.link_mb_per_s, link, 0.05);
+        within("command_overhead_us", s.command_overhead_us, cmd, 0.05);
+        within("firmware_latency_us", s.firmware_latency_us, fw, 0.05);
+        within("read_us", s.read_us, read, 0.05);
+        assert!(s.flash_limits_writes, "writes should be flash-bound");
+        within("program_us", s.program_us, program, 0.05);
+        // The written profile loads and is the same device again.
+        elevator_device::parse("probed", &f.profile)
+            .unwrap_or_else(|e| panic!("{e}\n{}", f.profile));
+    }
+}
+
+#[test]
+fn a_read_only_plan_writes_nothing() {
+    let plan = ProbePlan::standard(1 << 30, false, Duration::from_millis(200), 2_000);
+    assert!(!plan.writes());
+    let device = elevator_device::open("nvme").unwrap();
+    let results = elevator_tune::simulate_probe(&plan, device);
+    assert!(results.iter().all(|r| r.writes.count() == 0));
+    assert!(results.iter().any(|r| r.reads.count() > 0));
+    // With writes allowed the plan has them, and they run.
+    let plan = ProbePlan::standard(1 << 30, true, Duration::from_millis(200), 2_000);
+    let device = elevator_device::open("nvme").unwrap();
+    let results = elevator_tune::simulate_probe(&plan, device);
+    assert!(results.iter().any(|r| r.writes.count() > 0));
+}
+
+#[test]
+fn a_disk_is_found_rotational_and_flash_is_not() {
+    let plan = ProbePlan::standard(400_000_000_000, false, Duration::from_millis(300), 200);
+    let results = elevator_tune::simulate_probe(&plan, elevator_device::open("sata-hdd").unwrap());
+    let f = fit(
+        &results,
+        &Facts {
+            span_bytes: 400_000_000_000,
+            ..facts()
+        },
+    )
+    .unwrap();
+    assert!(f.rotational, "ratio {}", f.distance_ratio);
+    elevator_device::parse("probed-disk", &f.profile)
+        .unwrap_or_else(|e| panic!("{e}\n{}", f.profile));
+    let results = elevator_tune::simulate_probe(&plan, elevator_device::open("nvme").unwrap());
+    let f = fit(
+        &results,
+        &Facts {
+            span_bytes: 400_000_000_000,
+            ..facts()
+        },
+    )
+    .unwrap();
+    assert!(!f.rotational, "ratio {}", f.distance_ratio);
+}
