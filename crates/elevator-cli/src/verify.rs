@@ -45,7 +45,7 @@ pub fn verify(
     let depth: usize = file
         .jobs
         .iter()
-        .map(|j| j.iodepth as usize * j.numjobs as usize)
+        .map(|j| j.depth as usize * j.o.numjobs as usize)
         .sum::<usize>()
         .max(1);
     let mut measured: Vec<Vec<f64>> = vec![Vec::new(); settings.len()];
@@ -61,7 +61,7 @@ pub fn verify(
             );
             let t = elevator_uring::probe::open_target(target, file.writes(), o.allow_write)?;
             let bytes = t.bytes;
-            let (mut w, groups) = file.build(bytes, o.seed)?;
+            let (mut w, groups) = file.on_target(bytes, o.seed).map_err(|e| anyhow!("{e}"))?;
             let policy = elevator_sched::find(&s.policy)
                 .ok_or_else(|| anyhow!("unknown scheduler {:?}", s.policy))?;
             let tunables = policy
@@ -80,7 +80,7 @@ pub fn verify(
                 sched.set_groups(&groups);
             }
             let end = elevator_uring::probe::run(t, sched, depth, &mut w)?;
-            let figures = fio_figures(file, &w.stats(), &groups, end);
+            let figures = fio_figures(file, &w, &groups, end);
             measured[i].push(measured_value(objective, &figures)?);
         }
     }

@@ -101,8 +101,15 @@ fn our_json_has_fios_key_set_on_both_engines() {
         let runs: [Vec<&str>; 2] = [
             vec!["run", file, "--output-format", format],
             vec![
-                "run", file, "--engine", "uring", "--filename", t, "--allow-write",
-                "--output-format", format,
+                "run",
+                file,
+                "--engine",
+                "uring",
+                "--filename",
+                t,
+                "--allow-write",
+                "--output-format",
+                format,
             ],
         ];
         for args in runs {
@@ -215,13 +222,25 @@ fn a_missing_target_is_neither_created_nor_written_without_allow_write() {
             &["run", job, "--engine", "uring", "--filename", t],
         );
         assert_eq!(code, 2, "{err}");
-        assert_eq!(std::fs::read(&target).unwrap(), vec![7u8; 4096], "untouched");
+        assert_eq!(
+            std::fs::read(&target).unwrap(),
+            vec![7u8; 4096],
+            "untouched"
+        );
     }
     // Nothing is ever created under /dev, --allow-write or not.
     let dev = "/dev/elevator-test-no-such-disk";
     let (code, _, err) = elevator_in(
         dir.path(),
-        &["run", &reader, "--engine", "uring", "--filename", dev, "--allow-write"],
+        &[
+            "run",
+            &reader,
+            "--engine",
+            "uring",
+            "--filename",
+            dev,
+            "--allow-write",
+        ],
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("nothing is ever created under /dev"), "{err}");
@@ -231,13 +250,24 @@ fn a_missing_target_is_neither_created_nor_written_without_allow_write() {
     std::fs::remove_file(&target).unwrap();
     let (code, out, err) = elevator_in(
         dir.path(),
-        &["run", &reader, "--engine", "uring", "--filename", t, "--allow-write"],
+        &[
+            "run",
+            &reader,
+            "--engine",
+            "uring",
+            "--filename",
+            t,
+            "--allow-write",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("r                  read"), "{out}");
     let laid = std::fs::read(&target).unwrap();
     assert_eq!(laid.len(), 1 << 20);
-    assert!(laid.iter().filter(|b| **b != 0).count() > laid.len() / 2, "real data");
+    assert!(
+        laid.iter().filter(|b| **b != 0).count() > laid.len() / 2,
+        "real data"
+    );
 }
 
 fn figures(out: &str, dir: &str) -> (f64, u64, u64, u64) {
@@ -247,9 +277,13 @@ fn figures(out: &str, dir: &str) -> (f64, u64, u64, u64) {
         d["iops"].as_f64().unwrap(),
         d["clat_ns"]["percentile"]["50.000000"].as_u64().unwrap(),
         d["total_ios"].as_u64().unwrap(),
-        v["disk_util"][0][if dir == "read" { "read_ios" } else { "write_ios" }]
-            .as_u64()
-            .unwrap(),
+        v["disk_util"][0][if dir == "read" {
+            "read_ios"
+        } else {
+            "write_ios"
+        }]
+        .as_u64()
+        .unwrap(),
     )
 }
 
@@ -260,7 +294,14 @@ fn direct_0_goes_through_the_simulated_page_cache() {
         let file = write_job(dir.path(), "pc.fio", text);
         let (code, out, err) = elevator_in(
             dir.path(),
-            &["run", &file, "--device", "sata-hdd", "--output-format", "json"],
+            &[
+                "run",
+                &file,
+                "--device",
+                "sata-hdd",
+                "--output-format",
+                "json",
+            ],
         );
         assert_eq!(code, 0, "{err}");
         out
@@ -277,9 +318,18 @@ fn direct_0_goes_through_the_simulated_page_cache() {
     let (d_iops, d_p50, d_ios, d_disk) = figures(&reads(1), "read");
     let (b_iops, b_p50, b_ios, b_disk) = figures(&reads(0), "read");
     assert_eq!(d_ios, d_disk, "direct: every read is a disk read");
-    assert!(b_disk < b_ios / 2, "buffered: {b_disk} disk reads for {b_ios} reads");
-    assert!(b_iops > 10.0 * d_iops, "buffered {b_iops} vs direct {d_iops} IOPS");
-    assert!(b_p50 * 10 < d_p50, "a cache hit: {b_p50} ns vs a disk read {d_p50} ns");
+    assert!(
+        b_disk < b_ios / 2,
+        "buffered: {b_disk} disk reads for {b_ios} reads"
+    );
+    assert!(
+        b_iops > 10.0 * d_iops,
+        "buffered {b_iops} vs direct {d_iops} IOPS"
+    );
+    assert!(
+        b_p50 * 10 < d_p50,
+        "a cache hit: {b_p50} ns vs a disk read {d_p50} ns"
+    );
     // Writes: absorbed by the cache (returning in microseconds, where a
     // direct write waits for the disk), and written back: with end_fsync
     // every byte reaches the disk before the job ends.
@@ -339,7 +389,16 @@ fn verification_checks_the_bytes_on_the_runtime() {
         "[r]\nrw=read\nbs=4k\nsize=2m\ndirect=1\nioengine=io_uring\niodepth=8\nverify=crc32c\n",
     );
     let uring = |job: &str, allow: bool| {
-        let mut args = vec!["run", job, "--engine", "uring", "--filename", t, "--output-format", "json"];
+        let mut args = vec![
+            "run",
+            job,
+            "--engine",
+            "uring",
+            "--filename",
+            t,
+            "--output-format",
+            "json",
+        ];
         if allow {
             args.push("--allow-write");
         }
@@ -370,10 +429,23 @@ fn flags_that_do_not_apply_are_errors_and_the_rest_work() {
     let t = target.to_str().unwrap();
     for (args, want) in [
         (vec!["--report", "out"], "--report"),
-        (vec!["--engine", "uring", "--check", "--filename", t], "--check"),
-        (vec!["--engine", "uring", "--trace", "tr", "--filename", t], "--trace"),
         (
-            vec!["--engine", "uring", "--set", "block.nr_requests=4", "--filename", t],
+            vec!["--engine", "uring", "--check", "--filename", t],
+            "--check",
+        ),
+        (
+            vec!["--engine", "uring", "--trace", "tr", "--filename", t],
+            "--trace",
+        ),
+        (
+            vec![
+                "--engine",
+                "uring",
+                "--set",
+                "block.nr_requests=4",
+                "--filename",
+                t,
+            ],
             "block",
         ),
         (vec!["--allow-write"], "--allow-write is for --engine uring"),
@@ -401,7 +473,10 @@ fn flags_that_do_not_apply_are_errors_and_the_rest_work() {
         json(&out)["jobs"][0]["read"]["iops"].as_f64().unwrap()
     };
     let full = iops(&[]);
-    assert!(iops(&["--depth", "1"]) < full / 2.0, "--depth caps the device queue");
+    assert!(
+        iops(&["--depth", "1"]) < full / 2.0,
+        "--depth caps the device queue"
+    );
     assert!(
         iops(&["--set", "block.nr_requests=2"]) < full / 2.0,
         "--set block.nr_requests reaches the block layer"
@@ -420,8 +495,18 @@ fn overrides_and_sections_as_fio_takes_them() {
     let (code, out, err) = elevator_in(
         dir.path(),
         &[
-            "run", &file, "--section", "b", "--size", "1m", "--iodepth", "4", "--ioengine",
-            "libaio", "--output-format", "json",
+            "run",
+            &file,
+            "--section",
+            "b",
+            "--size",
+            "1m",
+            "--iodepth",
+            "4",
+            "--ioengine",
+            "libaio",
+            "--output-format",
+            "json",
         ],
     );
     assert_eq!(code, 0, "{err}");
@@ -461,8 +546,17 @@ fn ctrl_c_prints_the_partial_report() {
     let child = Command::new(env!("CARGO_BIN_EXE_elevator"))
         .current_dir(dir.path())
         .args([
-            "run", &file, "--engine", "uring", "--filename", target.to_str().unwrap(),
-            "--allow-write", "--eta", "never", "--output-format", "json",
+            "run",
+            &file,
+            "--engine",
+            "uring",
+            "--filename",
+            target.to_str().unwrap(),
+            "--allow-write",
+            "--eta",
+            "never",
+            "--output-format",
+            "json",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -499,8 +593,15 @@ fn a_long_run_shows_fios_progress_line() {
     let (code, _, err) = elevator_in(
         dir.path(),
         &[
-            "run", &file, "--engine", "uring", "--filename", target.to_str().unwrap(),
-            "--allow-write", "--eta", "always",
+            "run",
+            &file,
+            "--engine",
+            "uring",
+            "--filename",
+            target.to_str().unwrap(),
+            "--allow-write",
+            "--eta",
+            "always",
         ],
     );
     assert_eq!(code, 0, "{err}");
@@ -519,8 +620,14 @@ fn weights_and_priorities_reach_the_policy_from_the_job_file() {
     let (code, out, err) = elevator_in(
         dir.path(),
         &[
-            "run", &job("weights-100-300.fio"), "--sched", "bfq", "--device", "sata-hdd",
-            "--format", "json",
+            "run",
+            &job("weights-100-300.fio"),
+            "--sched",
+            "bfq",
+            "--device",
+            "sata-hdd",
+            "--format",
+            "json",
         ],
     );
     assert_eq!(code, 0, "{err}");
@@ -531,7 +638,13 @@ fn weights_and_priorities_reach_the_policy_from_the_job_file() {
     let (code, out, err) = elevator_in(
         dir.path(),
         &[
-            "run", &job("rt-vs-idle.fio"), "--sched", "cfq", "--device", "sata-hdd", "--format",
+            "run",
+            &job("rt-vs-idle.fio"),
+            "--sched",
+            "cfq",
+            "--device",
+            "sata-hdd",
+            "--format",
             "json",
         ],
     );
@@ -576,7 +689,14 @@ fn a_mounted_block_device_is_refused_by_the_cli() {
     let dir = tempdir();
     let (code, _, err) = elevator_in(
         dir.path(),
-        &["run", &job("randread-qd32.fio"), "--engine", "uring", "--target", &dev],
+        &[
+            "run",
+            &job("randread-qd32.fio"),
+            "--engine",
+            "uring",
+            "--target",
+            &dev,
+        ],
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("mounted at /"), "{err}");

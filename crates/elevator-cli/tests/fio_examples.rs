@@ -74,7 +74,13 @@ const REFUSED: [(&str, &[&str]); 6] = [
     ("xnvme-fdp", &["fdp", "fdp_pli"]),
     (
         "xnvme-pi",
-        &["md_per_io_size", "pi_act", "pi_chk", "apptag", "apptag_mask"],
+        &[
+            "md_per_io_size",
+            "pi_act",
+            "pi_chk",
+            "apptag",
+            "apptag_mask",
+        ],
     ),
     ("xnvme-zoned", &["zonesize"]),
     ("zbd-rand-write-trim-gc", &["rw=randtrim"]),
@@ -118,7 +124,11 @@ fn examples_dir() -> Option<PathBuf> {
 
 /// The variables fio's xnvme and sprandom examples expect (their README
 /// lines set them on the command line).
-const ENV: [(&str, &str); 3] = [("FIO_RW", "randread"), ("FIO_IODEPTH", "4"), ("FIO_BS", "4k")];
+const ENV: [(&str, &str); 3] = [
+    ("FIO_RW", "randread"),
+    ("FIO_IODEPTH", "4"),
+    ("FIO_BS", "4k"),
+];
 
 fn elevator(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_elevator"))
@@ -181,16 +191,32 @@ fn fios_examples_run_unchanged_on_the_simulator() {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../elevator-device/profiles/nvme.toml"),
     )
     .unwrap();
-    assert!(nvme.contains("capacity_gb = 1000"), "the nvme profile changed");
+    assert!(
+        nvme.contains("capacity_gb = 1000"),
+        "the nvme profile changed"
+    );
     let big = dir.path().join("nvme-4tb.toml");
-    std::fs::write(&big, nvme.replace("capacity_gb = 1000", "capacity_gb = 4000")).unwrap();
+    std::fs::write(
+        &big,
+        nvme.replace("capacity_gb = 1000", "capacity_gb = 4000"),
+    )
+    .unwrap();
     let mut passed = Vec::new();
     let mut refused = Vec::new();
     for name in EXAMPLES {
         let file = ex.join(format!("{name}.fio"));
         let file = file.to_str().unwrap();
         let mut args = vec![
-            "run", file, "--engine", "sim", "--eta", "never", "--runtime", "1s", "--size", "32m",
+            "run",
+            file,
+            "--engine",
+            "sim",
+            "--eta",
+            "never",
+            "--runtime",
+            "1s",
+            "--size",
+            "32m",
         ];
         match name {
             "cross-stripe-verify" => args.extend(["--device", big.to_str().unwrap()]),

@@ -165,7 +165,14 @@ pub fn extents(host: &Host, file: FileId, bytes: u64) -> Vec<(u64, Sector, u64)>
 }
 
 /// Spawn thread `thread` of the run as a process of `host`.
-pub fn spawn(host: &mut Host, shared: Shared, thread: usize, name: &str, files: Vec<FileId>, prio: IoPrio) {
+pub fn spawn(
+    host: &mut Host,
+    shared: Shared,
+    thread: usize,
+    name: &str,
+    files: Vec<FileId>,
+    prio: IoPrio,
+) {
     let row = host.add_row(name, true);
     host.spawn(
         row,

@@ -241,20 +241,41 @@ struct CreateOp {
 enum Sys {
     /// `posix_fadvise(POSIX_FADV_DONTNEED)`: the file's clean pages go.
     DropCache(FileId),
-    Open { file: FileId, fresh: bool },
+    Open {
+        file: FileId,
+        fresh: bool,
+    },
     Close(FileId),
     Read(ReadOp),
-    Fault { file: FileId, page: u64 },
+    Fault {
+        file: FileId,
+        page: u64,
+    },
     Write(WriteOp),
     Sync(SyncOp),
-    ReadDir { dir: FileId, next: u64 },
+    ReadDir {
+        dir: FileId,
+        next: u64,
+    },
     Create(CreateOp),
-    Sleep { until: Instant, armed: bool },
-    PipePut { pipe: PipeId, item: u64 },
+    Sleep {
+        until: Instant,
+        armed: bool,
+    },
+    PipePut {
+        pipe: PipeId,
+        item: u64,
+    },
     PipeGet(PipeId),
     PipeClose(PipeId),
-    Barrier { id: BarrierId, arrived: bool },
-    Exit { until: Instant, armed: bool },
+    Barrier {
+        id: BarrierId,
+        arrived: bool,
+    },
+    Exit {
+        until: Instant,
+        armed: bool,
+    },
 }
 
 enum Step {

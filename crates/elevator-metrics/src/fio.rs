@@ -37,7 +37,11 @@ pub const FIO_PERCENTILES: [f64; 17] = [
 
 /// The bucket of a latency of `val` ns (`plat_val_to_idx`).
 pub fn plat_val_to_idx(val: u64) -> usize {
-    let msb = if val == 0 { 0 } else { 63 - val.leading_zeros() };
+    let msb = if val == 0 {
+        0
+    } else {
+        63 - val.leading_zeros()
+    };
     if msb <= PLAT_BITS {
         return val as usize;
     }
@@ -301,9 +305,14 @@ impl DirStats {
             "clat_ns": self.clat.to_json(list, s.clat_percentiles, plus),
             "lat_ns": self.lat.to_json(list, s.lat_percentiles, plus),
         });
-        let with_samples: Vec<&(u16, Lat)> = self.prios.iter().filter(|(_, l)| l.count() > 0).collect();
+        let with_samples: Vec<&(u16, Lat)> =
+            self.prios.iter().filter(|(_, l)| l.count() > 0).collect();
         if with_samples.len() >= 2 {
-            let name = if s.lat_percentiles { "lat_ns" } else { "clat_ns" };
+            let name = if s.lat_percentiles {
+                "lat_ns"
+            } else {
+                "clat_ns"
+            };
             let arr: Vec<Value> = with_samples
                 .iter()
                 .map(|(p, l)| {
@@ -320,7 +329,13 @@ impl DirStats {
             } else {
                 100.0
             };
-            (self.bw.min, self.bw.max, agg, self.bw.mean(), self.bw.stddev())
+            (
+                self.bw.min,
+                self.bw.max,
+                agg,
+                self.bw.mean(),
+                self.bw.stddev(),
+            )
         } else {
             (0, 0, 0.0, 0.0, 0.0)
         };
@@ -640,11 +655,16 @@ impl FioStats {
         };
         let (usr, sys) = if self.job_runtime_ms > 0 {
             let rt = self.job_runtime_ms as f64 * 1000.0;
-            (self.usr_us as f64 * 100.0 / rt, self.sys_us as f64 * 100.0 / rt)
+            (
+                self.usr_us as f64 * 100.0 / rt,
+                self.sys_us as f64 * 100.0 / rt,
+            )
         } else {
             (0.0, 0.0)
         };
-        let ranges = ["2", "4", "10", "20", "50", "100", "250", "500", "750", "1000"];
+        let ranges = [
+            "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000",
+        ];
         let ranges_ms = [
             "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000", ">=2000",
         ];
@@ -823,10 +843,7 @@ pub fn render_json(
         "jobs": jobs,
     });
     if !global.is_empty() {
-        let g: Map<String, Value> = global
-            .iter()
-            .map(|(k, v)| (k.clone(), json!(v)))
-            .collect();
+        let g: Map<String, Value> = global.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
         doc["global options"] = Value::Object(g);
     }
     if !disks.is_empty() {

@@ -139,7 +139,11 @@ pub fn fio_job_checked(text: &str) -> Result<(), String> {
     if plan.threads.len() > 4096 || blocks > 1 << 24 {
         return Ok(());
     }
-    let places = plan.files.iter().map(|f| Place::at(0, f.size.min(capacity))).collect();
+    let places = plan
+        .files
+        .iter()
+        .map(|f| Place::at(0, f.size.min(capacity)))
+        .collect();
     let run = fio::FioRun::new(Setup {
         jobs: &file.jobs,
         plan: &plan,

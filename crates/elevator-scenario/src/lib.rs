@@ -14,6 +14,7 @@
 mod builtin;
 mod ctx;
 mod error;
+pub mod fio_sim;
 pub mod fuzzing;
 mod host;
 pub mod html;

@@ -18,11 +18,11 @@
 
 #[allow(unsafe_code)] // the SQE pushes; each block says why it is sound
 mod backend;
+#[allow(unsafe_code)] // sigaction; the block says why it is sound
+pub mod interrupt;
 pub mod probe;
 mod runtime;
 mod service;
-#[allow(unsafe_code)] // sigaction; the block says why it is sound
-pub mod interrupt;
 #[allow(unsafe_code)] // getrusage, fallocate, posix_fadvise; each block says why it is sound
 pub mod sys;
 pub mod target;

@@ -393,7 +393,9 @@ impl<B: Backend> Runtime<B> {
                 Some(payload) => {
                     let (parts, in_flight, bad) = (&self.parts, &self.in_flight, &mut self.bad);
                     self.backend.wait_checked(&mut self.cqes, &mut |tag, buf| {
-                        let Some((r, _)) = in_flight.get(&tag) else { return };
+                        let Some((r, _)) = in_flight.get(&tag) else {
+                            return;
+                        };
                         for id in r.ids() {
                             if let Some(p) = parts.get(&id) {
                                 let skip = ((p.sector - r.sector) * SECTOR_SIZE) as usize;

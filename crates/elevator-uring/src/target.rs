@@ -247,7 +247,10 @@ pub fn under_dev(path: &Path) -> bool {
     if path.starts_with("/dev") {
         return true;
     }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::canonicalize(dir).is_ok_and(|d| d.starts_with("/dev"))
 }
 

@@ -102,7 +102,9 @@ fn finish_logs(
     let Some(mut sink) = run.finish_logs(end) else {
         return Ok(());
     };
-    let names = sink.finish().map_err(|e| anyhow!("writing a job's log: {e}"))?;
+    let names = sink
+        .finish()
+        .map_err(|e| anyhow!("writing a job's log: {e}"))?;
     if !names.is_empty() {
         notes.push(format!("logs: {}", names.join(", ")));
     }
@@ -193,10 +195,14 @@ pub fn run(options: &FioOptions, out: &mut Vec<u8>) -> Result<()> {
     let failed: Vec<String> = outcomes
         .iter()
         .flat_map(|o| {
-            o.stats
-                .iter()
-                .filter(|s| s.error != 0)
-                .map(|s| format!("{} (error {}: {})", s.name, s.error, std::io::Error::from_raw_os_error(s.error)))
+            o.stats.iter().filter(|s| s.error != 0).map(|s| {
+                format!(
+                    "{} (error {}: {})",
+                    s.name,
+                    s.error,
+                    std::io::Error::from_raw_os_error(s.error)
+                )
+            })
         })
         .collect();
     print(options, &file, &outcomes, out)?;
@@ -207,7 +213,12 @@ pub fn run(options: &FioOptions, out: &mut Vec<u8>) -> Result<()> {
     }
 }
 
-fn print(options: &FioOptions, file: &JobFile, outcomes: &[Outcome], out: &mut Vec<u8>) -> Result<()> {
+fn print(
+    options: &FioOptions,
+    file: &JobFile,
+    outcomes: &[Outcome],
+    out: &mut Vec<u8>,
+) -> Result<()> {
     if options.output != Output::Table {
         let o = &outcomes[0];
         let version = format!(
@@ -232,7 +243,11 @@ fn print(options: &FioOptions, file: &JobFile, outcomes: &[Outcome], out: &mut V
     writeln!(
         out,
         "{}",
-        elevator_metrics::text::wrap(&options.job.display().to_string(), elevator_metrics::text::WIDTH, "")
+        elevator_metrics::text::wrap(
+            &options.job.display().to_string(),
+            elevator_metrics::text::WIDTH,
+            ""
+        )
     )?;
     for o in outcomes {
         writeln!(

@@ -37,7 +37,13 @@ pub enum Clock {
 }
 
 /// Run `f` with the status line on a helper thread.
-pub fn with_line<R>(eta: Eta, threads: usize, progress: Arc<Progress>, clock: Clock, f: impl FnOnce() -> R) -> R {
+pub fn with_line<R>(
+    eta: Eta,
+    threads: usize,
+    progress: Arc<Progress>,
+    clock: Clock,
+    f: impl FnOnce() -> R,
+) -> R {
     let tty = std::io::stderr().is_terminal();
     let show = match eta {
         Eta::Never => false,

@@ -165,7 +165,10 @@ pub(super) fn run(
         if f.existing == Existing::Missing && options.allow_write {
             // fio makes the directories a file's path needs
             // (create_work_dirs).
-            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+            if let Some(dir) = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+            {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("{}: creating {}", f.path, dir.display()))?;
             }
@@ -200,7 +203,10 @@ pub(super) fn run(
             t
         };
         if let Some(d) = sys::disk_of(p) {
-            let name = d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = d
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             if !disks.iter().any(|(n, _)| *n == name) {
                 disks.push((name, d));
             }
@@ -228,9 +234,9 @@ pub(super) fn run(
         .sum();
     let depth = options.depth.unwrap_or(issued).max(1);
     let limits = QueueLimits {
-        rotational: disks
-            .first()
-            .is_some_and(|(_, d)| std::fs::read_to_string(d.join("queue/rotational")).is_ok_and(|s| s.trim() == "1")),
+        rotational: disks.first().is_some_and(|(_, d)| {
+            std::fs::read_to_string(d.join("queue/rotational")).is_ok_and(|s| s.trim() == "1")
+        }),
         queue_depth: depth as u32,
         max_sectors: RUNTIME_MAX_SECTORS,
         capacity: base.max(1) / SECTOR_SIZE,
@@ -263,7 +269,10 @@ pub(super) fn run(
     run.max_request = RUNTIME_MAX_SECTORS;
     run.null_cost = elevator_core::Duration::ZERO;
     let book = Arc::new(Mutex::new(DataBook::new(
-        file.jobs.iter().map(elevator_workload::fio::run::contents).collect(),
+        file.jobs
+            .iter()
+            .map(elevator_workload::fio::run::contents)
+            .collect(),
     )));
     run.set_data(book.clone());
     let flag = elevator_uring::interrupt::install()?;
@@ -279,7 +288,8 @@ pub(super) fn run(
         .context("setting up io_uring")?;
     let mut rt = elevator_uring::Runtime::new(backend, policy, depth);
     rt.set_payload(Box::new(BookPayload(book)));
-    let before_disk: Vec<Option<sys::DiskStat>> = disks.iter().map(|(_, d)| sys::disk_stat(d)).collect();
+    let before_disk: Vec<Option<sys::DiskStat>> =
+        disks.iter().map(|(_, d)| sys::disk_stat(d)).collect();
     let before = sys::usage();
     let end_s = super::sim::expected_end(file).map(|d| d.as_secs_f64());
     let n = plan.threads.len();
@@ -314,7 +324,8 @@ pub(super) fn run(
                 write_ticks: a.write_ticks.saturating_sub(b.write_ticks),
                 in_queue: a.in_queue.saturating_sub(b.in_queue),
                 util: if elapsed_ms > 0 {
-                    (a.io_ticks.saturating_sub(b.io_ticks) as f64 * 100.0 / elapsed_ms as f64).min(100.0)
+                    (a.io_ticks.saturating_sub(b.io_ticks) as f64 * 100.0 / elapsed_ms as f64)
+                        .min(100.0)
                 } else {
                     0.0
                 },

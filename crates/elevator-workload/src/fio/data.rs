@@ -67,7 +67,13 @@ pub fn fill(c: &Contents, stamp: Stamp, offset: u64, buf: &mut [u8]) {
             let end = (at + step).min(buf.len());
             // Each interval has its own seed, derived from the write's.
             let seed = mix(stamp.seed ^ (offset + at as u64));
-            verify_block(c, seed, stamp.numberio, offset + at as u64, &mut buf[at..end]);
+            verify_block(
+                c,
+                seed,
+                stamp.numberio,
+                offset + at as u64,
+                &mut buf[at..end],
+            );
             at = end;
         }
         return;
@@ -156,10 +162,23 @@ fn verify_block(c: &Contents, seed: u64, numberio: u64, offset: u64, block: &mut
 /// Why a read-back failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mismatch {
-    Magic { offset: u64 },
-    Header { offset: u64, what: &'static str, want: u64, got: u64 },
-    Checksum { offset: u64, kind: &'static str },
-    Pattern { offset: u64, at: u64 },
+    Magic {
+        offset: u64,
+    },
+    Header {
+        offset: u64,
+        what: &'static str,
+        want: u64,
+        got: u64,
+    },
+    Checksum {
+        offset: u64,
+        kind: &'static str,
+    },
+    Pattern {
+        offset: u64,
+        at: u64,
+    },
 }
 
 impl std::fmt::Display for Mismatch {
@@ -171,7 +190,10 @@ impl std::fmt::Display for Mismatch {
                 what,
                 want,
                 got,
-            } => write!(f, "verify: bad header {what} at offset {offset}: wanted {want}, got {got}"),
+            } => write!(
+                f,
+                "verify: bad header {what} at offset {offset}: wanted {want}, got {got}"
+            ),
             Mismatch::Checksum { offset, kind } => {
                 write!(f, "verify: bad {kind} checksum at offset {offset}")
             }
@@ -211,7 +233,8 @@ pub fn check(c: &Contents, offset: u64, buf: &[u8]) -> Result<(), Mismatch> {
         if block.len() < h + HEADER_BYTES {
             continue;
         }
-        let hdr = Header::read(&block[h..h + HEADER_BYTES]).ok_or(Mismatch::Magic { offset: off })?;
+        let hdr =
+            Header::read(&block[h..h + HEADER_BYTES]).ok_or(Mismatch::Magic { offset: off })?;
         for (what, want, got) in [
             ("offset", off, hdr.offset),
             ("length", block.len() as u64, u64::from(hdr.len)),
@@ -366,7 +389,11 @@ pub fn crc32c(data: &[u8]) -> u32 {
         for (i, e) in t.iter_mut().enumerate() {
             let mut c = i as u32;
             for _ in 0..8 {
-                c = if c & 1 != 0 { (c >> 1) ^ 0x82f6_3b78 } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    (c >> 1) ^ 0x82f6_3b78
+                } else {
+                    c >> 1
+                };
             }
             *e = c;
         }
@@ -492,17 +519,37 @@ mod tests {
 
     #[test]
     fn what_is_written_verifies_and_a_flipped_byte_or_a_misplaced_block_does_not() {
-        for v in [Verify::Md5, Verify::Crc64, Verify::Crc32c, Verify::Meta, Verify::Pattern] {
+        for v in [
+            Verify::Md5,
+            Verify::Crc64,
+            Verify::Crc32c,
+            Verify::Meta,
+            Verify::Pattern,
+        ] {
             let c = contents(v);
             let mut buf = vec![0u8; 16384];
-            fill(&c, Stamp { seed: 7, numberio: 3 }, 1 << 20, &mut buf);
+            fill(
+                &c,
+                Stamp {
+                    seed: 7,
+                    numberio: 3,
+                },
+                1 << 20,
+                &mut buf,
+            );
             assert_eq!(check(&c, 1 << 20, &buf), Ok(()), "{v:?}");
             if v != Verify::Pattern {
-                assert!(check(&c, 2 << 20, &buf).is_err(), "{v:?}: wrong offset passes");
+                assert!(
+                    check(&c, 2 << 20, &buf).is_err(),
+                    "{v:?}: wrong offset passes"
+                );
             }
             if v != Verify::Meta {
                 buf[5000] ^= 1;
-                assert!(check(&c, 1 << 20, &buf).is_err(), "{v:?}: a flipped byte passes");
+                assert!(
+                    check(&c, 1 << 20, &buf).is_err(),
+                    "{v:?}: a flipped byte passes"
+                );
             }
         }
     }
@@ -512,7 +559,15 @@ mod tests {
         let mut c = contents(Verify::None);
         c.compress_percentage = 50;
         let mut buf = vec![1u8; 4096];
-        fill(&c, Stamp { seed: 1, numberio: 0 }, 0, &mut buf);
+        fill(
+            &c,
+            Stamp {
+                seed: 1,
+                numberio: 0,
+            },
+            0,
+            &mut buf,
+        );
         let zeros = buf.iter().filter(|b| **b == 0).count();
         assert!((2040..=2100).contains(&zeros), "{zeros}");
     }

@@ -148,7 +148,10 @@ pub fn jobs(
             line: 0,
         })
         .collect();
-    let apply_all = |o: &mut Opts, opts: &[RawOpt], errors: &mut Vec<FioError>, shown: &mut Vec<(String, String)>| {
+    let apply_all = |o: &mut Opts,
+                     opts: &[RawOpt],
+                     errors: &mut Vec<FioError>,
+                     shown: &mut Vec<(String, String)>| {
         for opt in opts {
             let Some(name) = options::canonical(&opt.key) else {
                 let why = match options::refused(&opt.key) {
@@ -334,7 +337,10 @@ fn derive(
         match super::value::signed_bytes(p, o.kb_base) {
             Ok(v) if o.rw.random => {
                 if v <= 0 {
-                    errors.push(at("rw", format!("{p:?}: a random job's postfix counts I/Os (1 or more)")));
+                    errors.push(at(
+                        "rw",
+                        format!("{p:?}: a random job's postfix counts I/Os (1 or more)"),
+                    ));
                 }
                 seq_nr = v.max(1) as u64;
             }
@@ -361,7 +367,10 @@ fn derive(
     // Rates.
     let any = |a: &[u64; 3]| a.iter().any(|v| *v > 0);
     if (any(&o.rate) && any(&o.rate_iops)) || (any(&o.rate_min) && any(&o.rate_iops_min)) {
-        errors.push(at("rate", "rate and rate_iops are mutually exclusive".into()));
+        errors.push(at(
+            "rate",
+            "rate and rate_iops are mutually exclusive".into(),
+        ));
     }
     for d in 0..3 {
         if (o.rate[d] > 0 && o.rate[d] < o.rate_min[d])
@@ -452,7 +461,10 @@ fn derive(
         ));
     }
     if o.cgroup_weight.is_some() && o.cgroup.is_none() {
-        errors.push(at("cgroup_weight", "needs cgroup= to name the group".into()));
+        errors.push(at(
+            "cgroup_weight",
+            "needs cgroup= to name the group".into(),
+        ));
     }
     if let Some(c) = o.prioclass {
         if c == 0 && o.prio.is_some() {
@@ -464,7 +476,10 @@ fn derive(
         || matches!(o.io_size, Some(Size::Zones(_)))
     {
         if zonemode != ZoneMode::Zbd {
-            errors.push(at("size", "the 'z' (zones) suffix needs zonemode=zbd".into()));
+            errors.push(at(
+                "size",
+                "the 'z' (zones) suffix needs zonemode=zbd".into(),
+            ));
         }
     }
     if let Some(nodes) = &o.numa_cpu_nodes {
@@ -577,7 +592,11 @@ mod tests {
     fn sync_engines_are_capped_with_fios_note() {
         let j = jobs_of("[a]\nioengine=psync\niodepth=16\n", Runner::Sim).unwrap();
         assert_eq!(j.jobs[0].depth, 1);
-        assert!(j.notes[0].starts_with("note: both iodepth >= 1"), "{:?}", j.notes);
+        assert!(
+            j.notes[0].starts_with("note: both iodepth >= 1"),
+            "{:?}",
+            j.notes
+        );
         let j = jobs_of("[a]\nioengine=libaio\niodepth=16\n", Runner::Sim).unwrap();
         assert_eq!(j.jobs[0].depth, 16);
     }

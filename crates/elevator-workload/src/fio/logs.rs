@@ -63,7 +63,13 @@ impl ThreadLogs {
     pub fn new(job: &Job, number: u32) -> Self {
         let o = &job.o;
         let prefix = |v: &Option<String>| -> Option<String> {
-            v.as_ref().map(|p| if p.is_empty() { job.name.clone() } else { p.clone() })
+            v.as_ref().map(|p| {
+                if p.is_empty() {
+                    job.name.clone()
+                } else {
+                    p.clone()
+                }
+            })
         };
         let mut logs = Vec::new();
         if let Some(p) = prefix(&o.write_lat_log) {

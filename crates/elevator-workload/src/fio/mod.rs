@@ -146,8 +146,51 @@ pub fn parse_file(path: &Path, opts: &ReadOptions<'_>) -> Result<JobFile, FioErr
 
 impl JobFile {
     /// The files and threads of a run, given what each path is.
-    pub fn plan(&self, existing: &dyn Fn(&str) -> Existing, fill_free: u64) -> Result<Plan, FioErrors> {
+    pub fn plan(
+        &self,
+        existing: &dyn Fn(&str) -> Existing,
+        fill_free: u64,
+    ) -> Result<Plan, FioErrors> {
         plan::plan(&self.jobs, existing, fill_free)
+    }
+
+    /// A run with every job on one target of `bytes` (each job's files
+    /// are the target, as with `--filename`), no I/O through a page cache
+    /// model: what a single real target is for `tune --verify`. Returns
+    /// the run and the control groups of `cgroup=`.
+    pub fn on_target(
+        &self,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<(FioRun, elevator_core::GroupTree), FioErrors> {
+        let plan = self.plan(&|_| Existing::Device(bytes), bytes)?;
+        let places = plan.files.iter().map(|_| Place::at(0, bytes)).collect();
+        let mut groups = elevator_core::GroupTree::default();
+        let of = self
+            .jobs
+            .iter()
+            .map(|j| match &j.o.cgroup {
+                None => elevator_core::GroupId::ROOT,
+                Some(name) => groups.find(name).unwrap_or_else(|| {
+                    groups.add(
+                        name,
+                        elevator_core::GroupId::ROOT,
+                        j.o.cgroup_weight.unwrap_or(elevator_core::DEFAULT_WEIGHT),
+                        elevator_core::IoMax::default(),
+                    )
+                }),
+            })
+            .collect();
+        let run = FioRun::new(Setup {
+            jobs: &self.jobs,
+            plan: &plan,
+            places,
+            seed,
+            groups: of,
+            hosted: vec![false; plan.threads.len()],
+            first_task: 1,
+        });
+        Ok((run, groups))
     }
 
     /// Whether any job writes.

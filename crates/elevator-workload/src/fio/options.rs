@@ -5,8 +5,8 @@
 //! here. An option we cannot honour is never dropped: it is in
 //! [`REFUSED`] with why, and the job file fails listing all of them.
 
-use super::value::{self, Size, SplitEntry};
 use super::parse::RawOpt;
+use super::value::{self, Size, SplitEntry};
 
 /// Direction index, as fio's `enum fio_ddir`.
 pub const READ: usize = 0;
@@ -87,7 +87,10 @@ pub enum Distribution {
     Zipf(f64),
     Pareto(f64),
     /// Standard deviation in percent of the range, and the centre (0..1).
-    Normal { dev: f64, center: Option<f64> },
+    Normal {
+        dev: f64,
+        center: Option<f64>,
+    },
     /// `zoned:`: per direction, (access %, size %) pairs.
     Zoned([Vec<(u32, u32)>; 3]),
     /// `zoned_abs:`: per direction, (access %, bytes) pairs.
@@ -777,9 +780,7 @@ pub fn refused(key: &str) -> Option<&'static str> {
 /// unknown one.
 pub fn closest(key: &str) -> Option<&'static str> {
     let all = NAMES.iter().flat_map(|n| n.iter().copied());
-    let (best, d) = all
-        .map(|n| (n, distance(key, n)))
-        .min_by_key(|&(_, d)| d)?;
+    let (best, d) = all.map(|n| (n, distance(key, n))).min_by_key(|&(_, d)| d)?;
     // fio's string_distance_ok: close enough relative to the length.
     (d <= key.len().div_ceil(3).max(1)).then_some(best)
 }
@@ -834,7 +835,10 @@ pub fn apply(name: &str, opt: &RawOpt, o: &mut Opts) -> Result<(), String> {
         "filename_format" => o.filename_format = need()?.to_string(),
         "unique_filename" => {
             if !flag()? {
-                return Err("unique_filename=0 (clients sharing names) applies to client/server runs only".into());
+                return Err(
+                    "unique_filename=0 (clients sharing names) applies to client/server runs only"
+                        .into(),
+                );
             }
         }
         "nrfiles" => o.nrfiles = int(1, 1 << 20)? as u32,
@@ -914,7 +918,11 @@ pub fn apply(name: &str, opt: &RawOpt, o: &mut Opts) -> Result<(), String> {
                     format!(
                         "engine {base:?} is not supported (we run: {}); it needs hardware or \
                          a service the simulator and the io_uring runtime do not stand in for",
-                        Engine::ALL.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                        Engine::ALL
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )
                 })?;
             o.engine_set = true;
@@ -1012,7 +1020,10 @@ pub fn apply(name: &str, opt: &RawOpt, o: &mut Opts) -> Result<(), String> {
         "startdelay" => {
             let v = need()?;
             let t = v.trim();
-            let sep = t.char_indices().skip(1).find(|&(_, c)| c == '-' || c == ':');
+            let sep = t
+                .char_indices()
+                .skip(1)
+                .find(|&(_, c)| c == '-' || c == ':');
             o.startdelay = match sep {
                 Some((i, _)) => {
                     let a = value::time_us(&t[..i], true)?;
@@ -1213,7 +1224,8 @@ pub fn apply(name: &str, opt: &RawOpt, o: &mut Opts) -> Result<(), String> {
         "percentile_list" => {
             let list: Result<Vec<f64>, String> = need()?.split(':').map(value::float).collect();
             let list = list?;
-            if list.is_empty() || list.len() > 20 || list.iter().any(|p| !(0.0..=100.0).contains(p)) {
+            if list.is_empty() || list.len() > 20 || list.iter().any(|p| !(0.0..=100.0).contains(p))
+            {
                 return Err("needs 1 to 20 percentages within 0..100, separated by ':'".into());
             }
             o.percentile_list = Some(list);
@@ -1237,7 +1249,11 @@ pub fn apply(name: &str, opt: &RawOpt, o: &mut Opts) -> Result<(), String> {
                     c.verify = true;
                     c.io = true;
                 }
-                other => return Err(format!("{other:?} is not none, read, write, io, verify or all")),
+                other => {
+                    return Err(format!(
+                        "{other:?} is not none, read, write, io, verify or all"
+                    ))
+                }
             }
             o.continue_on_error = c;
         }
@@ -1332,7 +1348,9 @@ pub fn apply(name: &str, opt: &RawOpt, o: &mut Opts) -> Result<(), String> {
         "fallocate" => {
             let v = need()?;
             if !["none", "native", "posix", "keep", "truncate", "0", "1"].contains(&v) {
-                return Err(format!("{v:?} is not none, native, posix, keep or truncate"));
+                return Err(format!(
+                    "{v:?} is not none, native, posix, keep or truncate"
+                ));
             }
             o.fallocate = v.to_string();
         }
@@ -1459,7 +1477,10 @@ fn errno(e: &str) -> Result<i32, String> {
 pub fn pattern(v: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     for piece in v.split('|').map(str::trim) {
-        if let Some(hex) = piece.strip_prefix("0x").or_else(|| piece.strip_prefix("0X")) {
+        if let Some(hex) = piece
+            .strip_prefix("0x")
+            .or_else(|| piece.strip_prefix("0X"))
+        {
             if hex.is_empty() || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(format!("{piece:?} is not hex"));
             }
@@ -1575,14 +1596,21 @@ fn distribution(v: &str, kb: u32) -> Result<Distribution, String> {
                     return Err(format!("access percentages add to {access}, not 100"));
                 }
                 if abs {
-                    zabs[d] = entries.iter().map(|e| (e.0.unwrap_or(0), e.1.unwrap_or(0))).collect();
+                    zabs[d] = entries
+                        .iter()
+                        .map(|e| (e.0.unwrap_or(0), e.1.unwrap_or(0)))
+                        .collect();
                 } else {
                     let given: u64 = entries.iter().filter_map(|e| e.1).sum();
                     let missing = entries.iter().filter(|e| e.1.is_none()).count() as u64;
                     if given > 100 {
                         return Err("size percentages add to more than 100".into());
                     }
-                    let fill = if missing > 0 { (100 - given) / missing } else { 0 };
+                    let fill = if missing > 0 {
+                        (100 - given) / missing
+                    } else {
+                        0
+                    };
                     zoned[d] = entries
                         .iter()
                         .map(|e| (e.0.unwrap_or(0), e.1.unwrap_or(fill) as u32))
@@ -1686,8 +1714,14 @@ mod tests {
             panic!()
         };
         assert_eq!(z[0], vec![(50, 5), (30, 15), (20, 80)]);
-        assert_eq!(distribution("zipf:0.5", 1024).unwrap(), Distribution::Zipf(0.5));
-        assert!(distribution("zoned:50/5:30/15", 1024).is_err(), "access sums to 80");
+        assert_eq!(
+            distribution("zipf:0.5", 1024).unwrap(),
+            Distribution::Zipf(0.5)
+        );
+        assert!(
+            distribution("zoned:50/5:30/15", 1024).is_err(),
+            "access sums to 80"
+        );
         assert_eq!(
             distribution("sequence:2,0,1", 1024).unwrap(),
             Distribution::Sequence(vec![2, 0, 1])

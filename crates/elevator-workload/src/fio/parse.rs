@@ -194,11 +194,12 @@ fn read_file(
                 continue;
             }
             let beside = path.parent().unwrap_or(Path::new(".")).join(file);
-            let target = if Path::new(file).is_absolute() || !beside.exists() && Path::new(file).exists() {
-                PathBuf::from(file)
-            } else {
-                beside
-            };
+            let target =
+                if Path::new(file).is_absolute() || !beside.exists() && Path::new(file).exists() {
+                    PathBuf::from(file)
+                } else {
+                    beside
+                };
             read_file(&target, src, sections, errors, depth + 1, Some(&opt));
             continue;
         }
@@ -239,11 +240,7 @@ pub fn strip(raw: &str) -> &str {
 
 /// `${VAR}` from `env`, then the keywords. An unset variable is an error
 /// naming it.
-fn expand(
-    s: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-    kw: &Keywords,
-) -> Result<String, String> {
+fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>, kw: &Keywords) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = s;
     while let Some(start) = rest.find("${") {
@@ -306,7 +303,10 @@ mod tests {
     fn inline_comments_are_cut_as_fio_cuts_them() {
         assert_eq!(strip("  bs=4k ; comment"), "bs=4k");
         assert_eq!(strip("runtime=3600  # Max runtime: 1 hour"), "runtime=3600");
-        assert_eq!(strip("filename=datafile.tmp\t; or /dev/sda"), "filename=datafile.tmp");
+        assert_eq!(
+            strip("filename=datafile.tmp\t; or /dev/sda"),
+            "filename=datafile.tmp"
+        );
         assert_eq!(strip("; whole line"), "");
         let s = parse("[j]\nbs=${BS} # size\nsize=$pagesize\n").unwrap();
         assert_eq!(s[0].opts[0].value.as_deref(), Some("8k"));

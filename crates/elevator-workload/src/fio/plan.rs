@@ -197,7 +197,11 @@ pub fn plan(
                     Size::Percent(p) => real / 100 * p,
                     Size::Zones(_) => 0,
                 };
-                let align = if o.offset_align > 0 { o.offset_align } else { bs.max(1) };
+                let align = if o.offset_align > 0 {
+                    o.offset_align
+                } else {
+                    bs.max(1)
+                };
                 let offset = match zones(o.offset) {
                     Size::Bytes(b) => b + u64::from(clone) * incr,
                     Size::Percent(p) => {

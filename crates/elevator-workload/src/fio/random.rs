@@ -284,7 +284,9 @@ impl Gauss {
             }
             sum = (sum as i64 + dev).max(0) as u64;
         }
-        sum.wrapping_mul(GOLDEN_RATIO_64).wrapping_add(self.rand_off) % self.n
+        sum.wrapping_mul(GOLDEN_RATIO_64)
+            .wrapping_add(self.rand_off)
+            % self.n
     }
 }
 

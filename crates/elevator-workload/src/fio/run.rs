@@ -18,7 +18,7 @@
 
 use super::data::{Contents, Stamp};
 use super::job::Job;
-use super::options::{ExitWhat, Engine, READ, WRITE};
+use super::options::{Engine, ExitWhat, READ, WRITE};
 use super::plan::Plan;
 use super::thread::{Action, Ctx, Dir, Thread, ThreadSpec, Unit};
 use super::zbd::Zones;
@@ -204,12 +204,7 @@ impl Coord {
     fn gate_open(&self, i: usize) -> bool {
         let t = &self.threads[i];
         let job = &self.jobs[t.job];
-        if job.o.stonewall
-            && self
-                .threads
-                .iter()
-                .any(|o| o.job < t.job && !o.is_done())
-        {
+        if job.o.stonewall && self.threads.iter().any(|o| o.job < t.job && !o.is_done()) {
             return false;
         }
         if let Some(w) = &job.o.wait_for {
@@ -263,12 +258,14 @@ impl Coord {
             }
             if job.o.steadystate.is_some() && job.o.ss_dur_us > 0 {
                 let ji = t.job;
-                self.steady.entry(steady_key(job, ji)).or_insert_with(|| Steady {
-                    prev_time: now,
-                    ramp_over: job.o.ss_ramp_us == 0,
-                    job: ji,
-                    ..Steady::default()
-                });
+                self.steady
+                    .entry(steady_key(job, ji))
+                    .or_insert_with(|| Steady {
+                        prev_time: now,
+                        ramp_over: job.o.ss_ramp_us == 0,
+                        job: ji,
+                        ..Steady::default()
+                    });
             }
         }
         if let Action::Issue(u) = &a {
@@ -304,7 +301,10 @@ impl Coord {
         let (group, what, ji) = (job.group, job.o.exit_what, t.job);
         // The stonewall block: from the last stonewall at or before this
         // job to the next one.
-        let block_start = (0..=ji).rev().find(|&j| self.jobs[j].o.stonewall).unwrap_or(0);
+        let block_start = (0..=ji)
+            .rev()
+            .find(|&j| self.jobs[j].o.stonewall)
+            .unwrap_or(0);
         let block_end = (ji + 1..self.jobs.len())
             .find(|&j| self.jobs[j].o.stonewall)
             .unwrap_or(self.jobs.len());
@@ -322,7 +322,16 @@ impl Coord {
 
     /// Thread `i`'s I/O `u` completed.
     #[allow(clippy::too_many_arguments)]
-    pub fn completed(&mut self, i: usize, u: &Unit, now: Instant, slat: u64, clat: u64, error: i32, reaped: u64) {
+    pub fn completed(
+        &mut self,
+        i: usize,
+        u: &Unit,
+        now: Instant,
+        slat: u64,
+        clat: u64,
+        error: i32,
+        reaped: u64,
+    ) {
         let t = &mut self.threads[i];
         let job = &self.jobs[t.job];
         t.completed(u, now, slat, clat, error, reaped, job);
@@ -332,7 +341,16 @@ impl Coord {
                 if l.enabled() {
                     let t_ms = now.since(t.epoch).nanos() / 1_000_000;
                     let d = usize::from(u.dir == Dir::Write);
-                    l.record(sink.as_mut(), t_ms, d, u.len, u.offset, u.ioprio, slat, clat);
+                    l.record(
+                        sink.as_mut(),
+                        t_ms,
+                        d,
+                        u.len,
+                        u.offset,
+                        u.ioprio,
+                        slat,
+                        clat,
+                    );
                 }
             }
         }
@@ -368,13 +386,19 @@ impl Coord {
         keys.sort_unstable();
         for key in keys {
             let job = &self.jobs[self.steady[&key].job];
-            let Some(ss) = job.o.steadystate else { continue };
+            let Some(ss) = job.o.steadystate else {
+                continue;
+            };
             let interval_s = (job.o.ss_interval_us / 1_000_000).max(1);
             let intervals = ((job.o.ss_dur_us / 1_000_000) / interval_s).max(1) as usize;
             let members: Vec<usize> = (0..self.threads.len())
-                .filter(|&i| steady_key(&self.jobs[self.threads[i].job], self.threads[i].job) == key)
+                .filter(|&i| {
+                    steady_key(&self.jobs[self.threads[i].job], self.threads[i].job) == key
+                })
                 .collect();
-            let running = members.iter().any(|&i| self.threads[i].started && !self.threads[i].is_done());
+            let running = members
+                .iter()
+                .any(|&i| self.threads[i].started && !self.threads[i].is_done());
             let st = self.steady.get_mut(&key).expect("a key from the map");
             if st.attained || !running {
                 continue;
@@ -393,7 +417,8 @@ impl Coord {
                 epoch = epoch.min(t.epoch);
             }
             if !st.ramp_over
-                && now.since(epoch) >= Duration::from_micros(job.o.ss_ramp_us + job.o.ss_interval_us)
+                && now.since(epoch)
+                    >= Duration::from_micros(job.o.ss_ramp_us + job.o.ss_interval_us)
             {
                 st.ramp_over = true;
                 st.prev = (ios, bytes);
@@ -410,7 +435,11 @@ impl Coord {
             }
             let iops = ms * (ios - pi) / (interval_ms * interval_ms / 1000);
             let bw = ms * (bytes - pb) / (interval_ms * interval_ms / 1000);
-            let lat = if lat_n > 0 { lat_sum / lat_n as f64 } else { 0.0 };
+            let lat = if lat_n > 0 {
+                lat_sum / lat_n as f64
+            } else {
+                0.0
+            };
             let _ = lat;
             st.iops_data.push(iops);
             st.bw_data.push(bw);
@@ -434,11 +463,19 @@ impl Coord {
                 let sy: f64 = data.iter().sum();
                 let sxy: f64 = data.iter().enumerate().map(|(x, y)| x as f64 * y).sum();
                 st.slope = (sxy - sx * sy / n) / (sxx - sx * sx / n);
-                st.criterion = if ss.pct && mean > 0.0 { 100.0 * st.slope / mean } else { st.slope };
+                st.criterion = if ss.pct && mean > 0.0 {
+                    100.0 * st.slope / mean
+                } else {
+                    st.slope
+                };
                 st.criterion.abs() < ss.limit
             } else {
                 st.deviation = data.iter().map(|y| (y - mean).abs()).fold(0.0, f64::max);
-                st.criterion = if ss.pct && mean > 0.0 { 100.0 * st.deviation / mean } else { st.deviation };
+                st.criterion = if ss.pct && mean > 0.0 {
+                    100.0 * st.deviation / mean
+                } else {
+                    st.deviation
+                };
                 st.criterion < ss.limit
             };
             if attained {
@@ -457,10 +494,20 @@ impl Coord {
         if j.o.ss_dur_us == 0 {
             return None;
         }
-        let st = self.steady.get(&steady_key(j, job)).cloned().unwrap_or_default();
+        let st = self
+            .steady
+            .get(&steady_key(j, job))
+            .cloned()
+            .unwrap_or_default();
         let kind = format!(
             "{}{}",
-            if ss.iops { "iops" } else if ss.lat { "lat" } else { "bw" },
+            if ss.iops {
+                "iops"
+            } else if ss.lat {
+                "lat"
+            } else {
+                "bw"
+            },
             if ss.slope { "_slope" } else { "" }
         );
         let pct = if ss.pct { "%" } else { "" };
@@ -523,6 +570,10 @@ pub struct FioRun {
     /// Requests completed by the device, reads and writes (direct and the
     /// host's).
     device_ios: [u64; 2],
+    /// Per thread: device time its requests took (`Completion::disk_time`).
+    disk_time: Vec<Duration>,
+    /// Host tasks to the thread each runs.
+    task_thread: FxHashMap<TaskId, usize>,
 }
 
 impl std::fmt::Debug for FioRun {
@@ -634,6 +685,8 @@ impl FioRun {
             tasks,
             completions_this_batch: 0,
             device_ios: [0; 2],
+            disk_time: vec![Duration::ZERO; n],
+            task_thread: FxHashMap::default(),
         }
     }
 
@@ -697,7 +750,9 @@ impl FioRun {
     }
 
     fn stopped(&self) -> bool {
-        self.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
+        self.stop
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
     }
 
     /// Whether thread `i`'s unit `u` reaches no device.
@@ -747,7 +802,10 @@ impl FioRun {
                 Action::Issue(u) => self.issue(i, u, io),
                 Action::Sleep(at) => {
                     self.timer_gen[i] += 1;
-                    io.wake_at(at.max(now), (i as u64) << 20 | (self.timer_gen[i] & 0xfffff));
+                    io.wake_at(
+                        at.max(now),
+                        (i as u64) << 20 | (self.timer_gen[i] & 0xfffff),
+                    );
                     return;
                 }
                 Action::Wait => {
@@ -874,7 +932,9 @@ impl FioRun {
     }
 
     fn land(&mut self, key: u64, now: Instant, io: &mut Io<'_>) {
-        let Some(f) = self.flying.remove(&key) else { return };
+        let Some(f) = self.flying.remove(&key) else {
+            return;
+        };
         let clat = now.since(f.unit.issued).nanos();
         let _ = f.dispatched;
         let reaped = self.completions_this_batch.max(1);
@@ -909,9 +969,17 @@ impl FioRun {
                 for d in [READ, WRITE] {
                     let mut ms = t.runtime_ms(d);
                     if t.finished_at.is_none() && t.started && s.dirs[d].total_ios > 0 {
-                        ms += end.since(t.measure_from).nanos().div_ceil(1_000_000).saturating_sub(ms);
+                        ms += end
+                            .since(t.measure_from)
+                            .nanos()
+                            .div_ceil(1_000_000)
+                            .saturating_sub(ms);
                     }
-                    s.dirs[d].runtime_ms = if s.dirs[d].total_ios > 0 { ms.max(1) } else { 0 };
+                    s.dirs[d].runtime_ms = if s.dirs[d].total_ios > 0 {
+                        ms.max(1)
+                    } else {
+                        0
+                    };
                 }
                 s.job_runtime_ms = if t.started {
                     stop.since(t.measure_from).nanos() / 1_000_000
@@ -947,6 +1015,16 @@ impl FioRun {
             out.push(s);
         }
         out
+    }
+
+    /// Host task `task` runs thread `i` (its device time is the thread's).
+    pub fn set_task_thread(&mut self, task: TaskId, i: usize) {
+        self.task_thread.insert(task, i);
+    }
+
+    /// Device time each thread's requests took.
+    pub fn disk_times(&self) -> Vec<Duration> {
+        self.disk_time.clone()
     }
 
     /// Reads and writes the device completed.
@@ -1079,6 +1157,17 @@ impl Workload for FioRun {
             Op::Write => self.device_ios[1] += 1,
             Op::Flush => {}
         }
+        let thread = match self.task_thread.get(&done.task) {
+            Some(&i) => Some(i),
+            None => {
+                let base = self.tasks.first().map_or(0, |t| t.0 .0);
+                let i = done.task.0.wrapping_sub(base) as usize;
+                (i < self.tasks.len()).then_some(i)
+            }
+        };
+        if let Some(i) = thread {
+            self.disk_time[i] += done.disk_time;
+        }
         if self.host_tasks.contains(&done.task) {
             if let Some(h) = &mut self.host {
                 io.tag_timers(HOST, |io| h.completed(done, io));
@@ -1093,7 +1182,9 @@ impl Workload for FioRun {
             .data
             .as_ref()
             .and_then(|b| b.lock().expect("not poisoned").failed.remove(&done.id));
-        let Some(f) = self.flying.get_mut(&key) else { return };
+        let Some(f) = self.flying.get_mut(&key) else {
+            return;
+        };
         f.pieces -= 1;
         if let Some(e) = done.error {
             f.error = match e {
@@ -1126,7 +1217,10 @@ impl Workload for FioRun {
         let c = self.coord.borrow();
         c.threads.iter().all(|t| t.is_done())
             && self.flying.is_empty()
-            && self.host.as_ref().is_none_or(|h| h.finished() || c.hosted.iter().all(|h| !h))
+            && self
+                .host
+                .as_ref()
+                .is_none_or(|h| h.finished() || c.hosted.iter().all(|h| !h))
     }
 }
 
@@ -1136,4 +1230,3 @@ impl Thread {
         self.for_files(|f, start, io_size| zones[f].as_ref().map(|z| z.range(start, io_size)));
     }
 }
-

@@ -29,9 +29,7 @@
 
 use super::data::{Contents, Stamp};
 use super::job::Job;
-use super::options::{
-    CmdprioSplit, Distribution, FileService, ZoneMode, READ, WRITE,
-};
+use super::options::{CmdprioSplit, Distribution, FileService, ZoneMode, READ, WRITE};
 use super::plan::PlanThread;
 use super::random::{FullPeriod, Gauss, Pareto, RandomMap, Zipf};
 use super::zbd::Zones;
@@ -263,7 +261,14 @@ pub struct Ctx<'a> {
 }
 
 impl Thread {
-    pub fn new(index: usize, plan: &PlanThread, job: &Job, spec: ThreadSpec, seed: u64, file_sizes: &[u64]) -> Self {
+    pub fn new(
+        index: usize,
+        plan: &PlanThread,
+        job: &Job,
+        spec: ThreadSpec,
+        seed: u64,
+        file_sizes: &[u64],
+    ) -> Self {
         let o = &job.o;
         let label = format!("{}#{}.{}", job.name, plan.job, plan.clone);
         let thread_seed = if o.randrepeat || o.randseed.is_some() {
@@ -383,9 +388,15 @@ impl Thread {
             let fsize = f.real.min(f.io_size);
             let nranges = fsize.div_ceil(min_bs);
             let d = match &o.distribution {
-                Distribution::Zipf(t) => Dist::Zipf(Zipf::new(nranges, *t, None, &mut self.rng.offset)),
-                Distribution::Pareto(h) => Dist::Pareto(Pareto::new(nranges, *h, None, &mut self.rng.offset)),
-                Distribution::Normal { dev, center } => Dist::Gauss(Gauss::new(nranges, *dev, *center)),
+                Distribution::Zipf(t) => {
+                    Dist::Zipf(Zipf::new(nranges, *t, None, &mut self.rng.offset))
+                }
+                Distribution::Pareto(h) => {
+                    Dist::Pareto(Pareto::new(nranges, *h, None, &mut self.rng.offset))
+                }
+                Distribution::Normal { dev, center } => {
+                    Dist::Gauss(Gauss::new(nranges, *dev, *center))
+                }
                 _ => Dist::Uniform,
             };
             self.dists.push(d);
@@ -455,7 +466,10 @@ impl Thread {
                     if self.in_flight > 0 {
                         return Action::Wait;
                     }
-                    self.run_ms[READ] += now.since(self.pass_started.max(self.measure_from)).nanos().div_ceil(1_000_000);
+                    self.run_ms[READ] += now
+                        .since(self.pass_started.max(self.measure_from))
+                        .nanos()
+                        .div_ceil(1_000_000);
                     self.next_pass(now, job, ctx.file_sizes);
                 }
             }
@@ -578,7 +592,11 @@ impl Thread {
                 }
                 return Some(Action::Sleep(now + Duration::from_micros(o.flow_sleep_us)));
             }
-            return Some(if self.in_flight > 0 { Action::Wait } else { Action::Blocked });
+            return Some(if self.in_flight > 0 {
+                Action::Wait
+            } else {
+                Action::Blocked
+            });
         }
         // Verify backlog: read back written blocks as we go.
         if self.backlog > 0 && self.verify_pos < self.verify_log.len() {
@@ -695,16 +713,26 @@ impl Thread {
         let o = &job.o;
         if self.last_dir == Some(Dir::Write) {
             let w = self.io_issues[WRITE];
-            if (o.fsync > 0 && w > 0 && w % o.fsync == 0) || (o.fdatasync > 0 && w > 0 && w % o.fdatasync == 0) {
+            if (o.fsync > 0 && w > 0 && w % o.fsync == 0)
+                || (o.fdatasync > 0 && w > 0 && w % o.fdatasync == 0)
+            {
                 return Dir::Sync;
             }
         }
         let d = if o.rw.read && o.rw.write {
             if self.io_issues[self.rwmix_ddir] >= self.rwmix_issues {
                 let v = self.rng.rwmix.below(100) + 1;
-                let d = if v <= u64::from(o.rwmixread) { READ } else { WRITE };
+                let d = if v <= u64::from(o.rwmixread) {
+                    READ
+                } else {
+                    WRITE
+                };
                 if d != self.rwmix_ddir {
-                    let diff = if d == READ { o.rwmixread } else { 100 - o.rwmixread };
+                    let diff = if d == READ {
+                        o.rwmixread
+                    } else {
+                        100 - o.rwmixread
+                    };
                     self.rwmix_issues = self.io_issues[self.rwmix_ddir] * u64::from(diff) / 100;
                 }
                 self.rwmix_ddir = d;
@@ -770,7 +798,12 @@ impl Thread {
             let fi = self.pick_file(job)?;
             // zbd_adjust_ddir: a mixed job's first I/O writes, so there is
             // something to read.
-            if job.zonemode == ZoneMode::Zbd && d == READ && o.rw.read && o.rw.write && !o.read_beyond_wp {
+            if job.zonemode == ZoneMode::Zbd
+                && d == READ
+                && o.rw.read
+                && o.rw.write
+                && !o.read_beyond_wp
+            {
                 if let Some(z) = &ctx.zones[self.files[fi].file] {
                     if !z.written(self.files[fi].zone_range) && o.rwmixread < 100 {
                         d = WRITE;
@@ -844,7 +877,9 @@ impl Thread {
             let (prio, ioprio) = self.prio_for(d, len);
             let stamp = if d == WRITE {
                 self.numberio += 1;
-                let seed = if self.spec.contents.refill || self.spec.contents.verify != super::options::Verify::None {
+                let seed = if self.spec.contents.refill
+                    || self.spec.contents.verify != super::options::Verify::None
+                {
                     self.rng.buf.next_u64()
                 } else {
                     self.buffer_seed
@@ -1102,7 +1137,14 @@ impl Thread {
     }
 
     /// `get_next_buflen`.
-    fn next_buflen(&mut self, fi: usize, d: usize, offset: u64, random: bool, job: &Job) -> Option<u64> {
+    fn next_buflen(
+        &mut self,
+        fi: usize,
+        d: usize,
+        offset: u64,
+        random: bool,
+        job: &Job,
+    ) -> Option<u64> {
         let o = &job.o;
         let d = if o.bs_is_seq_rand {
             if random {
@@ -1309,7 +1351,10 @@ impl Thread {
         let o = &job.o;
         for d in [READ, WRITE] {
             if self.bytes_done[d] > 0 || job.does(d) && self.io_issues[d] > 0 {
-                self.run_ms[d] += now.since(self.pass_started.max(self.measure_from)).nanos().div_ceil(1_000_000);
+                self.run_ms[d] += now
+                    .since(self.pass_started.max(self.measure_from))
+                    .nanos()
+                    .div_ceil(1_000_000);
             }
         }
         self.pass_started = now;
@@ -1374,13 +1419,30 @@ impl Thread {
     /// An I/O of this thread completed at `now`, `clat` after it was
     /// issued; `error` is its errno, 0 if none.
     #[allow(clippy::too_many_arguments)]
-    pub fn completed(&mut self, u: &Unit, now: Instant, slat: u64, clat: u64, error: i32, reaped: u64, job: &Job) {
+    pub fn completed(
+        &mut self,
+        u: &Unit,
+        now: Instant,
+        slat: u64,
+        clat: u64,
+        error: i32,
+        reaped: u64,
+        job: &Job,
+    ) {
         let o = &job.o;
         self.in_flight = self.in_flight.saturating_sub(1);
         if error != 0 {
             let ignored = match u.dir {
-                Dir::Read => o.continue_on_error.read || o.continue_on_error.io || o.ignore_error[READ].contains(&error),
-                Dir::Write => o.continue_on_error.write || o.continue_on_error.io || o.ignore_error[WRITE].contains(&error),
+                Dir::Read => {
+                    o.continue_on_error.read
+                        || o.continue_on_error.io
+                        || o.ignore_error[READ].contains(&error)
+                }
+                Dir::Write => {
+                    o.continue_on_error.write
+                        || o.continue_on_error.io
+                        || o.ignore_error[WRITE].contains(&error)
+                }
                 Dir::Sync => o.continue_on_error.io,
             } || (u.verify && o.continue_on_error.verify && !o.verify_fatal);
             self.stats.total_err += 1;
@@ -1475,7 +1537,9 @@ impl Thread {
         }
         // check_min_rate: after 2 s, every rate_cycle.
         for d in [READ, WRITE] {
-            if (o.rate_min[d] == 0 && o.rate_iops_min[d] == 0) || now.since(self.epoch) < Duration::from_secs(2) {
+            if (o.rate_min[d] == 0 && o.rate_iops_min[d] == 0)
+                || now.since(self.epoch) < Duration::from_secs(2)
+            {
                 continue;
             }
             let (t, b, n) = self.rate_check[d];

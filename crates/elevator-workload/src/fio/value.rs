@@ -196,12 +196,7 @@ pub fn float(s: &str) -> Result<f64, String> {
 /// write's); an empty part keeps the default (`None`).
 pub fn per_ddir(s: &str) -> [Option<&str>; 3] {
     let parts: Vec<&str> = s.split(',').collect();
-    let get = |i: usize| {
-        parts
-            .get(i)
-            .map(|p| p.trim())
-            .filter(|p| !p.is_empty())
-    };
+    let get = |i: usize| parts.get(i).map(|p| p.trim()).filter(|p| !p.is_empty());
     match parts.len() {
         1 => [get(0), get(0), get(0)],
         2 => [get(0), get(1), get(1)],
@@ -310,10 +305,22 @@ mod tests {
     #[test]
     fn splits_and_per_direction_values() {
         let s = split("64k/40:1024k/60", 1024).unwrap();
-        assert_eq!(s[0], SplitEntry { value: 65536, perc: Some(40) });
+        assert_eq!(
+            s[0],
+            SplitEntry {
+                value: 65536,
+                perc: Some(40)
+            }
+        );
         assert_eq!(s[1].perc, Some(60));
         let z = split("50/5:30/15:20/", 1024).unwrap();
-        assert_eq!(z[2], SplitEntry { value: 20, perc: None });
+        assert_eq!(
+            z[2],
+            SplitEntry {
+                value: 20,
+                perc: None
+            }
+        );
         assert_eq!(per_ddir("4k"), [Some("4k"); 3]);
         assert_eq!(per_ddir("4k,8k"), [Some("4k"), Some("8k"), Some("8k")]);
         assert_eq!(per_ddir(",8k"), [None, Some("8k"), Some("8k")]);

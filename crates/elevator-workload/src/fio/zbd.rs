@@ -204,16 +204,36 @@ mod tests {
         let mut z = Zones::new(4 << 20, 1 << 20, 2);
         let mut rng = Prng::new(1);
         let r = z.range(0, 4 << 20);
-        assert_eq!(z.read(0, 4096, 4096, true, r), None, "empty zones hold nothing");
-        assert_eq!(z.write(3 << 20, 4096, 4096, r, 4 << 20, (1.0, 0.0), &mut rng), Some((3 << 20, 4096)));
         assert_eq!(
-            z.write((3 << 20) + 65536, 4096, 4096, r, 4 << 20, (1.0, 0.0), &mut rng),
+            z.read(0, 4096, 4096, true, r),
+            None,
+            "empty zones hold nothing"
+        );
+        assert_eq!(
+            z.write(3 << 20, 4096, 4096, r, 4 << 20, (1.0, 0.0), &mut rng),
+            Some((3 << 20, 4096))
+        );
+        assert_eq!(
+            z.write(
+                (3 << 20) + 65536,
+                4096,
+                4096,
+                r,
+                4 << 20,
+                (1.0, 0.0),
+                &mut rng
+            ),
             Some(((3 << 20) + 4096, 4096)),
             "a random write in an open zone goes to its write pointer"
         );
-        assert_eq!(z.write(0, 4096, 4096, r, 4 << 20, (1.0, 0.0), &mut rng), Some((0, 4096)));
+        assert_eq!(
+            z.write(0, 4096, 4096, r, 4 << 20, (1.0, 0.0), &mut rng),
+            Some((0, 4096))
+        );
         // Two zones are open: a write aimed at a third goes to one of them.
-        let (at, _) = z.write(2 << 20, 4096, 4096, r, 4 << 20, (1.0, 0.0), &mut rng).unwrap();
+        let (at, _) = z
+            .write(2 << 20, 4096, 4096, r, 4 << 20, (1.0, 0.0), &mut rng)
+            .unwrap();
         assert!(at < (1 << 20) || at >= 3 << 20, "{at}");
         let (roff, rlen) = z.read(1 << 20, 4096, 4096, true, r).unwrap();
         assert!(roff + rlen <= (3 << 20) + 8192, "{roff}");
