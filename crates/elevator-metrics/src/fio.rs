@@ -125,19 +125,10 @@ impl IoStat {
 }
 
 /// A latency: its moments and fio's histogram.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Lat {
     pub stat: IoStat,
     plat: Vec<u64>,
-}
-
-impl Default for Lat {
-    fn default() -> Self {
-        Lat {
-            stat: IoStat::default(),
-            plat: Vec::new(),
-        }
-    }
 }
 
 impl Lat {
@@ -273,11 +264,9 @@ impl DirStats {
 
     /// Bytes per second over the runtime (fio's `bw_bytes`).
     pub fn bw_bytes(&self) -> u64 {
-        if self.runtime_ms == 0 {
-            0
-        } else {
-            self.io_bytes * 1000 / self.runtime_ms
-        }
+        (self.io_bytes * 1000)
+            .checked_div(self.runtime_ms)
+            .unwrap_or(0)
     }
 
     pub fn iops_value(&self) -> f64 {
@@ -809,13 +798,7 @@ pub fn render_json(
         .iter()
         .map(|j| {
             let (bytes, run) = agg[&j.groupid];
-            let a = [0, 1, 2].map(|d| {
-                if run[d] == 0 {
-                    0
-                } else {
-                    bytes[d] * 1000 / run[d]
-                }
-            });
+            let a = [0, 1, 2].map(|d| (bytes[d] * 1000).checked_div(run[d]).unwrap_or(0));
             j.to_json(a, plus)
         })
         .collect();

@@ -172,7 +172,7 @@ pub(super) fn run(
                 format!(
                     "host {} ({} MiB page cache) for direct=0, ",
                     host.preset,
-                    host.cache_pages() * elevator_host::params::PAGE_SIZE >> 20
+                    (host.cache_pages() * elevator_host::params::PAGE_SIZE) >> 20
                 )
             } else {
                 String::new()

@@ -471,16 +471,14 @@ fn derive(
             errors.push(at("prioclass", "class 0 (none) takes no level".into()));
         }
     }
-    if matches!(o.size, Some(Size::Zones(_)))
+    let zones_given = matches!(o.size, Some(Size::Zones(_)))
         || matches!(o.offset, Size::Zones(_))
-        || matches!(o.io_size, Some(Size::Zones(_)))
-    {
-        if zonemode != ZoneMode::Zbd {
-            errors.push(at(
-                "size",
-                "the 'z' (zones) suffix needs zonemode=zbd".into(),
-            ));
-        }
+        || matches!(o.io_size, Some(Size::Zones(_)));
+    if zones_given && zonemode != ZoneMode::Zbd {
+        errors.push(at(
+            "size",
+            "the 'z' (zones) suffix needs zonemode=zbd".into(),
+        ));
     }
     if let Some(nodes) = &o.numa_cpu_nodes {
         match runner {

@@ -967,10 +967,11 @@ pub fn apply(name: &str, opt: &RawOpt, o: &mut Opts) -> Result<(), String> {
                 }
                 let fill = if missing == 1 && entries.len() == 1 {
                     100
-                } else if missing > 0 {
-                    100u32.saturating_sub(given) / missing
                 } else {
-                    0
+                    100u32
+                        .saturating_sub(given)
+                        .checked_div(missing)
+                        .unwrap_or(0)
                 };
                 o.bssplit[d] = entries
                     .into_iter()
@@ -1606,11 +1607,7 @@ fn distribution(v: &str, kb: u32) -> Result<Distribution, String> {
                     if given > 100 {
                         return Err("size percentages add to more than 100".into());
                     }
-                    let fill = if missing > 0 {
-                        (100 - given) / missing
-                    } else {
-                        0
-                    };
+                    let fill = (100 - given).checked_div(missing).unwrap_or(0);
                     zoned[d] = entries
                         .iter()
                         .map(|e| (e.0.unwrap_or(0), e.1.unwrap_or(fill) as u32))

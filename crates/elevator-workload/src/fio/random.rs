@@ -152,7 +152,7 @@ impl FullPeriod {
     }
 
     /// The next block, or `None` when the period is over.
-    pub fn next(&mut self) -> Option<u64> {
+    pub fn next_block(&mut self) -> Option<u64> {
         let m = self.mask();
         while self.i <= m {
             let mut x = self.i;
@@ -276,7 +276,7 @@ impl Gauss {
         for _ in 0..GAUSS_ITERS {
             sum += rng.below(self.n + 1);
         }
-        sum = (sum + GAUSS_ITERS - 1) / GAUSS_ITERS;
+        sum = sum.div_ceil(GAUSS_ITERS);
         if self.stddev > 0 {
             let mut dev = rng.below(self.stddev) as i64 - (self.stddev / 2) as i64;
             while dev + sum as i64 >= self.n as i64 {
@@ -326,7 +326,7 @@ mod tests {
         for n in [1u64, 2, 7, 64, 1000, 4097] {
             let mut f = FullPeriod::new(n, &mut Prng::new(9));
             let mut seen = vec![false; n as usize];
-            while let Some(b) = f.next() {
+            while let Some(b) = f.next_block() {
                 assert!(!seen[b as usize], "{b} twice for n={n}");
                 seen[b as usize] = true;
             }

@@ -1103,10 +1103,9 @@ impl Workload for FioRun {
         if let Some(h) = &mut self.host {
             io.tag_timers(HOST, |io| h.start(io));
         }
-        let n = self.timer_gen.len();
         let hosted = self.coord.borrow().hosted.clone();
-        for i in 0..n {
-            if !hosted[i] {
+        for (i, h) in hosted.iter().enumerate() {
+            if !h {
                 self.drive(i, io);
             }
         }
@@ -1125,10 +1124,9 @@ impl Workload for FioRun {
         }
         if token == TICK {
             self.coord.borrow_mut().steady_check(io.now());
-            let n = self.timer_gen.len();
             let hosted = self.coord.borrow().hosted.clone();
-            for i in 0..n {
-                if !hosted[i] {
+            for (i, h) in hosted.iter().enumerate() {
+                if !h {
                     self.drive(i, io);
                 }
             }

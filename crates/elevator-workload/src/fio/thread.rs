@@ -378,7 +378,7 @@ impl Thread {
             f.last_pos = [f.start; 2];
             f.last_start = [None; 2];
             f.done = false;
-            let blocks = last_block(job, f, READ.min(WRITE), o.zonerange);
+            let blocks = last_block(job, f, READ, o.zonerange);
             if o.rw.random && !o.norandommap && job.zonemode != ZoneMode::Zbd {
                 f.map = Some(RandomMap::new(blocks));
             }
@@ -691,7 +691,7 @@ impl Thread {
         let size = self.size;
         let limit = self.limit;
         let mut total = size;
-        if o.rw.write && (o.rw.random && o.norandommap || !o.rw.random) {
+        if o.rw.write && (o.norandommap || !o.rw.random) {
             total = total.max(limit);
         }
         if o.verify != super::options::Verify::None && o.rw.write && o.verify_backlog > 0 {
@@ -825,9 +825,7 @@ impl Thread {
             if job.zonemode == ZoneMode::Zbd {
                 let f = &self.files[fi];
                 let range = f.zone_range;
-                let Some(z) = ctx.zones[f.file].as_mut() else {
-                    return None;
-                };
+                let z = ctx.zones[f.file].as_mut()?;
                 let adj = if d == WRITE {
                     z.write(
                         offset,
@@ -1126,7 +1124,7 @@ impl Thread {
     fn uniform(&mut self, fi: usize, lastb: u64) -> Option<u64> {
         let f = &mut self.files[fi];
         if let Some(l) = &mut f.lfsr {
-            return l.next();
+            return l.next_block();
         }
         let b = self.rng.offset.below(lastb.max(1));
         match &f.map {
