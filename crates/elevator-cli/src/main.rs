@@ -34,18 +34,27 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run a scenario under each policy and print one comparison table.
+    /// Run a scenario, or a fio job file, under each policy and print one comparison table.
+    ///
+    /// SCENARIO is a built-in scenario name, a scenario TOML file, or a fio job file
+    /// (`*.fio`, `*.ini`, `*.job`; fio's own examples run unchanged). A job file runs on
+    /// the simulator (`--engine sim`, the default: a device model, and the simulated host's
+    /// page cache for direct=0) or on a real file or block device through io_uring
+    /// (`--engine uring`; nothing is created or written without --allow-write). It prints
+    /// a table, or fio's JSON with --output-format json or json+.
+    #[command(verbatim_doc_comment)]
     Run {
-        /// A built-in scenario name or a path to a scenario TOML file.
+        /// A built-in scenario name, a scenario TOML file, or a fio job file.
         #[arg(default_value = DEFAULT_SCENARIO)]
         scenario: String,
-        /// Policies to compare, comma-separated (default: the scenario's).
+        /// Policies to compare, comma-separated (default: the scenario's; noop for job files).
         #[arg(long, value_delimiter = ',')]
         sched: Option<Vec<String>>,
-        /// Device profile name or profile TOML path (default: the scenario's).
+        /// Device profile name or profile TOML path (default: the scenario's; nvme for job
+        /// files under --engine sim).
         #[arg(long)]
         device: Option<String>,
-        /// Seed for every random choice (default: the scenario's).
+        /// Seed for every random choice (default: the scenario's; 1 for job files).
         #[arg(long)]
         seed: Option<u64>,
         /// Tunable override, POLICY.TUNABLE=VALUE (repeatable); `block.NAME=VALUE`
@@ -62,17 +71,17 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         report: Option<std::path::PathBuf>,
         /// table: the comparison for a terminal; json: the stable schema of
-        /// docs/report-schema.md (fio's JSON for job files); csv: one row per policy and
-        /// job. `--output-format` as fio spells it.
+        /// docs/report-schema.md (fio's JSON for job files; json+ adds its latency bins);
+        /// csv: one row per policy and job. `--output-format` as fio spells it.
         #[arg(long, visible_alias = "output-format", value_enum, default_value_t = Format::Table)]
         format: Format,
-        /// For fio job files (`*.fio`): the simulator, or the io_uring runtime on a real target.
+        /// For fio job files: the simulator, or the io_uring runtime on real files and devices.
         #[arg(long, value_enum)]
         engine: Option<fio::EngineKind>,
-        /// The file or block device `--engine uring` uses (default: the job's filename=).
-        #[arg(long)]
+        /// Every job's file or block device (fio's --filename; default: the job file's).
+        #[arg(long, visible_alias = "filename")]
         target: Option<std::path::PathBuf>,
-        /// Let `--engine uring` write to the target (never without it).
+        /// Let `--engine uring` create, lay out and write files and devices (never without it).
         #[arg(long)]
         allow_write: bool,
         /// Device queue-depth limit for `--engine uring` (default: what the jobs issue).
@@ -83,6 +92,27 @@ enum Command {
         /// stops the run with the seed and a command that replays it.
         #[arg(long)]
         check: bool,
+        /// Job files: override every job's runtime (fio's --runtime).
+        #[arg(long, value_name = "TIME")]
+        runtime: Option<String>,
+        /// Job files: override every job's size (fio's --size).
+        #[arg(long, value_name = "SIZE")]
+        size: Option<String>,
+        /// Job files: override every job's ioengine (fio's --ioengine).
+        #[arg(long, value_name = "ENGINE")]
+        ioengine: Option<String>,
+        /// Job files: override every job's iodepth (fio's --iodepth).
+        #[arg(long, value_name = "N")]
+        iodepth: Option<String>,
+        /// Job files: override every job's directory (fio's --directory).
+        #[arg(long, value_name = "DIR")]
+        directory: Option<String>,
+        /// Job files: run only this section (repeatable; fio's --section).
+        #[arg(long, value_name = "NAME")]
+        section: Vec<String>,
+        /// Job files: fio's progress line on stderr (auto: on a terminal, after a few seconds).
+        #[arg(long, value_enum, default_value_t = fio::Eta::Auto)]
+        eta: fio::Eta,
     },
     /// The 2016 BFQ cover letter's table: start-up times of xterm, LibreOffice
     /// Writer and gnome-terminal against 10 sequential or random readers, and the
@@ -378,6 +408,9 @@ enum Format {
     #[value(alias = "normal")]
     Table,
     Json,
+    /// fio's `json+` (job files): JSON with the latency histograms' bins.
+    #[value(name = "json+")]
+    JsonPlus,
     Csv,
 }
 
@@ -396,7 +429,7 @@ fn main() -> ExitCode {
     let mut out = Vec::new();
     let status = match execute(cli, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is::<CheckFailed>() => {
+        Err(e) if e.is::<CheckFailed>() || e.is::<fio::JobsFailed>() => {
             eprintln!("elevator: {e}");
             ExitCode::from(CHECK_FAILED)
         }
@@ -701,7 +734,24 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
             allow_write,
             depth,
             check,
+            runtime,
+            size,
+            ioengine,
+            iodepth,
+            directory,
+            section,
+            eta,
         } => {
+            let overrides: Vec<(String, String)> = [
+                ("runtime", runtime),
+                ("size", size),
+                ("ioengine", ioengine),
+                ("iodepth", iodepth),
+                ("directory", directory),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+            .collect();
             if engine.is_some() || fio::is_job_file(&scenario) {
                 let options = fio::FioOptions {
                     job: scenario.into(),
@@ -714,16 +764,31 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                     seed: seed.unwrap_or(1),
                     depth,
                     check,
-                    json: match format {
-                        Format::Table => false,
-                        Format::Json => true,
+                    trace,
+                    report,
+                    output: match format {
+                        Format::Table => fio::Output::Table,
+                        Format::Json => fio::Output::Json,
+                        Format::JsonPlus => fio::Output::JsonPlus,
                         Format::Csv => bail!("--format csv is not available for fio job files"),
                     },
+                    overrides,
+                    sections: section,
+                    eta,
                 };
                 return fio::run(&options, out);
             }
             if target.is_some() || allow_write || depth.is_some() {
                 bail!("--target, --allow-write and --depth apply to fio job files (*.fio)");
+            }
+            if !overrides.is_empty() || !section.is_empty() {
+                bail!(
+                    "--runtime, --size, --ioengine, --iodepth, --directory and --section apply \
+                     to fio job files (*.fio)"
+                );
+            }
+            if format == Format::JsonPlus {
+                bail!("--output-format json+ is fio's, for job files (*.fio)");
             }
             let scenario = load(&scenario)?;
             let options = RunOptions {
@@ -751,6 +816,7 @@ fn execute(cli: Cli, out: &mut Vec<u8>) -> Result<()> {
                 Format::Table => report.to_table(),
                 Format::Json => report.to_json(),
                 Format::Csv => report.to_csv(),
+                Format::JsonPlus => unreachable!("refused above"),
             };
             out.extend_from_slice(text.as_bytes());
             Ok(())

@@ -47,7 +47,14 @@ pub fn fio_env(name: &str) -> Option<String> {
 fn load(o: &TuneOptions) -> Result<TuneWorkload> {
     let w = &o.workload;
     if crate::fio::is_job_file(w) {
-        let f = elevator_workload::fio::parse_file_with(std::path::Path::new(w), &fio_env)?;
+        let read = elevator_workload::fio::ReadOptions {
+            env: &fio_env,
+            keywords: elevator_scenario::fio_sim::keywords(),
+            runner: elevator_workload::fio::Runner::Sim,
+            overrides: Default::default(),
+        };
+        let f = elevator_workload::fio::parse_file(std::path::Path::new(w), &read)
+            .map_err(|e| anyhow!("{e}"))?;
         return Ok(TuneWorkload::Fio(f));
     }
     if elevator_scenario::builtin(w).is_some() || w.ends_with(".toml") {

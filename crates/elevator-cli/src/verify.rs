@@ -72,7 +72,7 @@ pub fn verify(
     let depth: usize = file
         .jobs
         .iter()
-        .map(|j| j.iodepth as usize * j.numjobs as usize)
+        .map(|j| j.depth as usize * j.o.numjobs as usize)
         .sum::<usize>()
         .max(1);
     let mut measured: Vec<Vec<f64>> = vec![Vec::new(); settings.len()];
@@ -96,7 +96,7 @@ pub fn verify(
             }
             let t = elevator_uring::probe::open_target(target, file.writes(), o.allow_write)?;
             let bytes = t.bytes;
-            let (mut w, groups) = file.build(bytes, o.seed)?;
+            let (mut w, groups) = file.on_target(bytes, o.seed).map_err(|e| anyhow!("{e}"))?;
             let mut builder = StackBuilder::new(&s.policy, Origin::flag("--verify"))?;
             for (k, v) in &s.tunables {
                 builder = builder.tunable(k, *v, Origin::flag("--verify"))?;
@@ -111,7 +111,7 @@ pub fn verify(
             };
             let builder = builder.groups(&groups);
             let end = elevator_uring::probe::run(t, builder, &limits, depth, &mut w)?;
-            let figures = fio_figures(file, &w.stats(), &groups, end);
+            let figures = fio_figures(file, &w, &groups, end);
             measured[i].push(measured_value(objective, &figures)?);
         }
     }

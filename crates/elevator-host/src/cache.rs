@@ -323,6 +323,36 @@ impl PageCache {
         }
     }
 
+    /// Drop the clean, idle pages of `file` (`invalidate_mapping_pages`:
+    /// dirty pages, pages under writeback and pages being read stay).
+    /// Returns how many went.
+    pub fn drop_clean(&mut self, file: FileId) -> u64 {
+        let slots: Vec<u32> = self
+            .map
+            .iter()
+            .filter(|(k, _)| file_of(**k) == file)
+            .map(|(_, s)| *s)
+            .collect();
+        let mut dropped = 0;
+        for s in slots {
+            let c = self.chunks[s as usize];
+            let droppable = c.uptodate & !c.dirty & !c.writeback;
+            if droppable == 0 {
+                continue;
+            }
+            let n = u64::from(droppable.count_ones());
+            let c = &mut self.chunks[s as usize];
+            c.present &= !droppable;
+            c.uptodate &= !droppable;
+            self.present -= n;
+            dropped += n;
+            if self.chunks[s as usize].present == 0 {
+                self.drop_chunk(s);
+            }
+        }
+        dropped
+    }
+
     /// Add the absent pages of `[start, end)` as present, not up to date (a
     /// read is about to fill them). Returns how many were added.
     pub fn insert_locked(&mut self, file: FileId, start: u64, end: u64) -> u64 {

@@ -255,20 +255,43 @@ struct CreateOp {
 
 #[derive(Clone, Copy, Debug)]
 enum Sys {
-    Open { file: FileId, fresh: bool },
+    /// `posix_fadvise(POSIX_FADV_DONTNEED)`: the file's clean pages go.
+    DropCache(FileId),
+    Open {
+        file: FileId,
+        fresh: bool,
+    },
     Close(FileId),
     Read(ReadOp),
-    Fault { file: FileId, page: u64 },
+    Fault {
+        file: FileId,
+        page: u64,
+    },
     Write(WriteOp),
     Sync(SyncOp),
-    ReadDir { dir: FileId, next: u64 },
+    ReadDir {
+        dir: FileId,
+        next: u64,
+    },
     Create(CreateOp),
-    Sleep { until: Instant, armed: bool },
-    PipePut { pipe: PipeId, item: u64 },
+    Sleep {
+        until: Instant,
+        armed: bool,
+    },
+    PipePut {
+        pipe: PipeId,
+        item: u64,
+    },
     PipeGet(PipeId),
     PipeClose(PipeId),
-    Barrier { id: BarrierId, arrived: bool },
-    Exit { until: Instant, armed: bool },
+    Barrier {
+        id: BarrierId,
+        arrived: bool,
+    },
+    Exit {
+        until: Instant,
+        armed: bool,
+    },
 }
 
 enum Step {
@@ -739,6 +762,7 @@ impl Host {
             Syscall::Open(file) => Sys::Open { file, fresh: true },
             Syscall::Stat(file) => Sys::Open { file, fresh: false },
             Syscall::Close(file) => Sys::Close(file),
+            Syscall::DropCache(file) => Sys::DropCache(file),
             Syscall::Read { file, offset, len } => {
                 let end = (offset + len).min(self.fs.size(file));
                 Sys::Read(ReadOp {
@@ -845,6 +869,10 @@ impl Host {
                     self.procs[pid].ra.insert(file.0, RaState::new());
                     self.procs[pid].ra24.insert(file.0, Ra24::new());
                 }
+                done(Ret::None)
+            }
+            Sys::DropCache(file) => {
+                self.cache.drop_clean(*file);
                 done(Ret::None)
             }
             Sys::Close(file) => {

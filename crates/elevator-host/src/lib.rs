@@ -36,6 +36,7 @@
 
 pub mod bdflush;
 pub mod cache;
+pub mod fio;
 pub mod fs;
 pub mod host;
 pub mod params;

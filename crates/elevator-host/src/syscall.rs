@@ -28,6 +28,11 @@ pub enum Syscall {
     Stat(FileId),
     /// close(2): drops the readahead state, gives back preallocated blocks.
     Close(FileId),
+    /// posix_fadvise(POSIX_FADV_DONTNEED) over the whole file: its clean
+    /// pages leave the cache (dirty pages, pages under writeback or being
+    /// read stay, as `invalidate_mapping_pages` leaves them); fio's
+    /// `invalidate=1` at a buffered job's start.
+    DropCache(FileId),
     /// read(2) of `len` bytes at `offset` (short at end of file), through
     /// the page cache with readahead.
     Read { file: FileId, offset: u64, len: u64 },

@@ -79,31 +79,82 @@ fn one_line_naming(shown: &str, names: &[&str]) {
 }
 
 /// The environment fio job files are fuzzed in: the variables the job
-/// files in `fio/` (the seeds) use, so `${VAR}` expansion is exercised.
+/// files in `fio/` and fio's examples (the seeds) use, so `${VAR}`
+/// expansion is exercised.
 pub fn fio_env(name: &str) -> Option<String> {
     match name {
         "SIZE" => Some("64m".into()),
         "RUNTIME" => Some("1".into()),
+        "FIO_BS" => Some("4k".into()),
+        "FIO_RW" => Some("randread".into()),
+        "FIO_IODEPTH" => Some("4".into()),
         _ => None,
     }
 }
 
 /// A fio job file: parsed (an `include` of any name reads the same bytes
-/// again, so include nesting and the byte budget are fuzzed too), then
-/// built into jobs on a 1 GiB target.
+/// again, so include nesting and the byte budget are fuzzed too), planned
+/// on a 1 GiB simulated device (every `/dev/` path is it, no file exists),
+/// and its threads built. Every error line names the input.
 pub fn fio_job(data: &[u8]) {
     let Some(text) = text(data) else { return };
-    let mut read = |_: &Path| Ok(text.to_string());
-    match elevator_workload::fio::parse_with_reader(Path::new(FUZZ_FILE), &fio_env, &mut read) {
-        Ok(file) => {
-            let target = 1 << 30;
-            let _ = file.bytes_needed(target);
-            if let Err(e) = file.build(target, 1) {
-                one_line_naming(&e.to_string(), &[FUZZ_FILE]);
-            }
+    if let Err(e) = fio_job_checked(text) {
+        for line in e.lines() {
+            one_line_naming(line, &[FUZZ_FILE]);
         }
-        Err(e) => one_line_naming(&e.to_string(), &[FUZZ_FILE]),
     }
+}
+
+/// [`fio_job`]'s steps; the error text if a step refuses the input.
+pub fn fio_job_checked(text: &str) -> Result<(), String> {
+    use elevator_workload::fio::{self, Existing, Place, ReadOptions, Runner, Setup};
+    let mut read = |_: &Path| Ok(text.to_string());
+    let opts = ReadOptions {
+        env: &fio_env,
+        keywords: fio::parse::Keywords::default(),
+        runner: Runner::Sim,
+        overrides: fio::Overrides::default(),
+    };
+    let file = fio::parse_with_reader(Path::new(FUZZ_FILE), &opts, &mut read)
+        .map_err(|e| e.to_string())?;
+    let capacity: u64 = 1 << 30;
+    let existing = |p: &str| {
+        if p.starts_with("/dev/") {
+            Existing::Device(capacity)
+        } else {
+            Existing::Missing
+        }
+    };
+    let plan = file.plan(&existing, capacity).map_err(|e| e.to_string())?;
+    // Bound the work: a plan whose maps outgrow memory is a valid plan the
+    // run itself would refuse (the device is too small).
+    let blocks: u64 = plan
+        .threads
+        .iter()
+        .map(|t| {
+            let bs = file.jobs[t.job].rw_min_bs().max(1);
+            t.files.iter().map(|f| f.io_size / bs).sum::<u64>()
+        })
+        .sum();
+    if plan.threads.len() > 4096 || blocks > 1 << 24 {
+        return Ok(());
+    }
+    let places = plan
+        .files
+        .iter()
+        .map(|f| Place::at(0, f.size.min(capacity)))
+        .collect();
+    let run = fio::FioRun::new(Setup {
+        jobs: &file.jobs,
+        plan: &plan,
+        places,
+        seed: 1,
+        groups: vec![elevator_core::GroupId::ROOT; file.jobs.len()],
+        hosted: vec![false; plan.threads.len()],
+        first_task: 1,
+    });
+    let _ = run.report(elevator_core::Instant::ZERO);
+    Ok(())
 }
 
 /// A block trace: the first byte picks the format (one of

@@ -15,6 +15,7 @@ mod block;
 mod builtin;
 mod ctx;
 mod error;
+pub mod fio_sim;
 pub mod fuzzing;
 mod host;
 pub mod html;

@@ -13,12 +13,12 @@
 
 use crate::objective::{Figures, GroupShare, JobFigures};
 use crate::space::{Axis, Setting, Uses};
-use elevator_core::{GroupId, GroupTree, IoClass, SECTOR_SIZE};
-use elevator_metrics::{JobReport, JobStats};
+use elevator_core::{GroupId, GroupTree, IoClass};
+use elevator_metrics::JobReport;
 use elevator_scenario::replay::{ReplayConfig, Variant};
 use elevator_scenario::Scenario;
 use elevator_sched::stack::{self, Origin, StackBuilder};
-use elevator_workload::fio::JobFile;
+use elevator_workload::fio::{FioRun, JobFile};
 
 /// What `tune` tunes for.
 #[derive(Clone, Debug)]
@@ -71,10 +71,14 @@ impl TuneWorkload {
             },
             TuneWorkload::Fio(f) => Uses {
                 weights: {
-                    let w: Vec<u32> = f.jobs.iter().filter_map(|j| j.cgroup_weight).collect();
+                    let w: Vec<u32> = f.jobs.iter().filter_map(|j| j.o.cgroup_weight).collect();
                     w.len() >= 2 && w.iter().any(|x| *x != w[0])
                 },
-                prio_classes: f.jobs.iter().any(|j| matches!(j.prio, Some((1 | 3, _)))),
+                prio_classes: f.jobs.iter().any(|j| {
+                    matches!(j.o.prioclass, Some(1 | 3))
+                        || j.o.cmdprio_percentage.iter().any(|p| *p > 0)
+                        || j.o.cmdprio_bssplit.is_some()
+                }),
             },
             TuneWorkload::Trace(_) => Uses::default(),
         }
@@ -203,9 +207,8 @@ pub fn evaluate(
         TuneWorkload::Fio(file) => {
             let dev = elevator_device::open(&device).map_err(|e| e.to_string())?;
             let limits = dev.limits();
-            let (mut run, groups) = file
-                .build(limits.capacity * SECTOR_SIZE, o.seed)
-                .map_err(|e| e.to_string())?;
+            let sim = elevator_scenario::fio_sim::setup(file, &limits, &device, o.seed)?;
+            let (mut run, groups) = (sim.run, sim.groups);
             let mut builder = StackBuilder::new(policy.name, Origin::flag("--sched"))
                 .map_err(|e| e.to_string())?;
             for (k, v) in &setting.tunables {
@@ -228,9 +231,7 @@ pub fn evaluate(
             let (mut engine, _) =
                 elevator_sim::Engine::build(builder, dev, elevator_sim::EngineConfig::linux_26());
             let summary = engine.run(&mut run);
-            let stats = run.stats();
-            let end = summary.end;
-            Ok(fio_figures(file, &stats, &groups, end))
+            Ok(fio_figures(file, &run, &groups, summary.end))
         }
         TuneWorkload::Trace(config) => {
             if !setting.block.is_empty() {
@@ -256,44 +257,68 @@ pub fn evaluate(
     }
 }
 
-/// A fio run's figures: per job, the run's totals and the groups' shares
-/// of device time.
+/// A fio run's figures: per job (fio's threads: a job's clones each), the
+/// run's totals and the groups' shares of device time.
 pub fn fio_figures(
     file: &JobFile,
-    stats: &[JobStats],
+    run: &FioRun,
     groups: &GroupTree,
     end: elevator_core::Instant,
 ) -> Figures {
-    let jobs: Vec<JobReport> = stats.iter().map(|s| s.report(end)).collect();
+    let stats = run.stats(end);
+    let disk = run.disk_times();
     let span = end.as_secs_f64();
-    let bytes: u64 = jobs.iter().map(|j| j.bytes).sum();
-    let ios: u64 = jobs.iter().map(|j| j.ios).sum();
-    // Instances come in job order, numjobs each.
+    let mut bytes = 0u64;
+    let mut ios = 0u64;
+    let jobs: Vec<JobFigures> = stats
+        .iter()
+        .map(|s| {
+            let mut lat = s.dirs[0].clat.clone();
+            lat.merge(&s.dirs[1].clat);
+            let b = s.dirs[0].io_bytes + s.dirs[1].io_bytes;
+            let n = s.dirs[0].total_ios + s.dirs[1].total_ios;
+            bytes += b;
+            ios += n;
+            let rt = s.dirs[0].runtime_ms.max(s.dirs[1].runtime_ms) as f64 / 1000.0;
+            let ms = |ns: u64| ns as f64 / 1e6;
+            JobFigures {
+                name: s.name.clone(),
+                p50_ms: ms(lat.percentile(50.0)),
+                p99_ms: ms(lat.percentile(99.0)),
+                p999_ms: ms(lat.percentile(99.9)),
+                mean_ms: lat.stat.mean() / 1e6,
+                max_ms: ms(lat.stat.max),
+                mb_s: if rt > 0.0 { b as f64 / 1e6 / rt } else { 0.0 },
+                iops: if rt > 0.0 { n as f64 / rt } else { 0.0 },
+            }
+        })
+        .collect();
+    // Threads come in job order, numjobs each.
     let mut of_group: Vec<GroupId> = Vec::new();
     for j in &file.jobs {
-        let g = j
-            .cgroup
-            .as_ref()
-            .and_then(|c| groups.find(c))
-            .unwrap_or(GroupId::ROOT);
-        of_group.extend(std::iter::repeat_n(g, j.numjobs as usize));
+        let g =
+            j.o.cgroup
+                .as_ref()
+                .and_then(|c| groups.find(c))
+                .unwrap_or(GroupId::ROOT);
+        of_group.extend(std::iter::repeat_n(g, j.o.numjobs as usize));
     }
-    let total_disk: f64 = stats.iter().map(|s| s.disk_time.as_secs_f64()).sum();
+    let total_disk: f64 = disk.iter().map(|d| d.as_secs_f64()).sum();
     let shares = groups
         .iter()
         .filter(|g| g.id != GroupId::ROOT)
         .map(|g| {
-            let disk: f64 = stats
+            let d: f64 = disk
                 .iter()
                 .zip(&of_group)
                 .filter(|(_, id)| **id == g.id)
-                .map(|(s, _)| s.disk_time.as_secs_f64())
+                .map(|(d, _)| d.as_secs_f64())
                 .sum();
             GroupShare {
                 name: g.name.clone(),
                 weight: g.weight,
                 share: if total_disk > 0.0 {
-                    disk / total_disk
+                    d / total_disk
                 } else {
                     0.0
                 },
@@ -301,7 +326,7 @@ pub fn fio_figures(
         })
         .collect();
     Figures {
-        jobs: jobs.iter().map(figures_of).collect(),
+        jobs,
         total_mb_s: if span > 0.0 {
             bytes as f64 / 1e6 / span
         } else {

@@ -52,7 +52,38 @@ pub trait Backend: std::fmt::Debug {
         let _ = fd;
         Err(io::Error::other("this backend has no doorbell"))
     }
+    /// As [`Backend::push`], with `fill` writing the bytes of a write
+    /// first (a backend that moves no bytes ignores it).
+    fn push_filled(&mut self, sub: Submission, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
+        let _ = fill;
+        self.push(sub)
+    }
+    /// As [`Backend::wait`], showing `check` the bytes each finished read
+    /// brought in (tag, bytes) before its buffer is reused.
+    fn wait_checked(
+        &mut self,
+        out: &mut Vec<(u64, i32)>,
+        check: &mut dyn FnMut(u64, &[u8]),
+    ) -> io::Result<()> {
+        let _ = check;
+        self.wait(out)
+    }
 }
+
+/// One file of a [`Uring`]: requests at byte offsets `[base, base + len)`
+/// go to it at `offset - base`.
+#[derive(Debug)]
+pub struct Slot {
+    pub file: File,
+    pub base: u64,
+    pub len: u64,
+    /// Writes carry `RWF_ATOMIC` (fio's `atomic=1`).
+    pub atomic: bool,
+}
+
+/// `RWF_ATOMIC` (include/uapi/linux/fs.h, Linux 6.11): the write is
+/// either all on the medium or none of it.
+const RWF_ATOMIC: i32 = 0x40;
 
 /// Buffers are aligned for O_DIRECT: 4 KiB covers the logical block size of
 /// every disk and NVMe namespace we target (512 B or 4 KiB) and the page size.
@@ -88,9 +119,10 @@ impl Buffer {
 /// An io_uring on one open file or block device.
 pub struct Uring {
     ring: IoUring,
-    file: File,
-    /// Buffers of the operations in flight, by tag.
-    busy: FxHashMap<u64, Buffer>,
+    /// The files, by ascending base.
+    slots: Vec<Slot>,
+    /// Buffers of the operations in flight (and their direction), by tag.
+    busy: FxHashMap<u64, (Buffer, Op)>,
     /// Free buffers by length.
     free: FxHashMap<usize, Vec<Buffer>>,
     /// Timespecs of armed timers, by tag: the kernel reads a timer's
@@ -107,7 +139,7 @@ pub struct Uring {
 impl std::fmt::Debug for Uring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Uring")
-            .field("file", &self.file)
+            .field("slots", &self.slots)
             .field("in_flight", &self.busy.len())
             .field("timers", &self.timers.len())
             .finish_non_exhaustive()
@@ -118,6 +150,22 @@ impl Uring {
     /// A ring of `entries` submission slots over `file` (opened by the
     /// caller, with O_DIRECT or without).
     pub fn new(file: File, entries: u32) -> io::Result<Self> {
+        Uring::with_files(
+            vec![Slot {
+                file,
+                base: 0,
+                len: u64::MAX,
+                atomic: false,
+            }],
+            entries,
+        )
+    }
+
+    /// A ring over several files laid side by side in one byte space (a
+    /// fio job file's files): `slots` by ascending `base`, not
+    /// overlapping. With none, only timers run (every job's I/O reaches no
+    /// device: fio's null engine).
+    pub fn with_files(slots: Vec<Slot>, entries: u32) -> io::Result<Self> {
         let entries = entries.next_power_of_two().max(8);
         // COOP_TASKRUN (Linux 5.19): completions do not interrupt this
         // thread while it runs; they wait for its next io_uring_enter. With
@@ -132,7 +180,7 @@ impl Uring {
         };
         Ok(Uring {
             ring,
-            file,
+            slots,
             busy: FxHashMap::default(),
             free: FxHashMap::default(),
             timers: FxHashMap::default(),
@@ -177,8 +225,25 @@ impl Uring {
     }
 }
 
+impl Uring {
+    /// The slot holding byte `offset`, and the offset within it.
+    fn slot(&self, offset: u64) -> io::Result<(&Slot, u64)> {
+        let i = self.slots.partition_point(|s| s.base <= offset);
+        let s = i
+            .checked_sub(1)
+            .map(|i| &self.slots[i])
+            .filter(|s| offset - s.base < s.len)
+            .ok_or_else(|| io::Error::other(format!("no file at byte {offset}")))?;
+        Ok((s, offset - s.base))
+    }
+}
+
 impl Backend for Uring {
     fn push(&mut self, sub: Submission) -> io::Result<()> {
+        self.push_filled(sub, &mut |_| {})
+    }
+
+    fn push_filled(&mut self, sub: Submission, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
         debug_assert!(sub.tag & TIMER_TAG == 0);
         let len = sub.len as usize;
         let mut buf = self
@@ -186,21 +251,27 @@ impl Backend for Uring {
             .get_mut(&len)
             .and_then(Vec::pop)
             .unwrap_or_else(|| Buffer::new(len));
-        let fd = types::Fd(self.file.as_raw_fd());
+        if sub.op == Op::Write {
+            fill(buf.slice());
+        }
+        let (slot, offset) = self.slot(sub.offset)?;
+        let fd = types::Fd(slot.file.as_raw_fd());
+        let atomic = slot.atomic;
         let ptr = buf.slice().as_mut_ptr();
         let entry = match sub.op {
             Op::Read => opcode::Read::new(fd, ptr, sub.len)
-                .offset(sub.offset)
+                .offset(offset)
                 .ioprio(sub.ioprio)
                 .build(),
             Op::Write => opcode::Write::new(fd, ptr, sub.len)
-                .offset(sub.offset)
+                .offset(offset)
                 .ioprio(sub.ioprio)
+                .rw_flags(if atomic { RWF_ATOMIC } else { 0 })
                 .build(),
             Op::Flush => opcode::Fsync::new(fd).build(),
         }
         .user_data(sub.tag);
-        self.busy.insert(sub.tag, buf);
+        self.busy.insert(sub.tag, (buf, sub.op));
         if let Err(e) = self.push_entry(&entry) {
             self.busy.remove(&sub.tag);
             return Err(e);
@@ -224,14 +295,21 @@ impl Backend for Uring {
     }
 
     fn wait(&mut self, out: &mut Vec<(u64, i32)>) -> io::Result<()> {
-        loop {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => break,
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                // The completion queue is full: reap first.
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => break,
-                Err(e) => return Err(e),
-            }
+        self.wait_checked(out, &mut |_, _| {})
+    }
+
+    fn wait_checked(
+        &mut self,
+        out: &mut Vec<(u64, i32)>,
+        check: &mut dyn FnMut(u64, &[u8]),
+    ) -> io::Result<()> {
+        match self.ring.submit_and_wait(1) {
+            Ok(_) => {}
+            // A signal (Ctrl-C): return, so the caller can look.
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            // The completion queue is full: reap first.
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(e) => return Err(e),
         }
         self.unsubmitted = 0;
         let mut rang = false;
@@ -245,10 +323,15 @@ impl Backend for Uring {
                 self.timers.remove(&tag);
                 continue;
             }
-            if let Some(buf) = self.busy.remove(&tag) {
+            let result = cqe.result();
+            if let Some((mut buf, op)) = self.busy.remove(&tag) {
+                if op == Op::Read && result > 0 {
+                    let n = (result as usize).min(buf.len);
+                    check(tag, &buf.slice()[..n]);
+                }
                 self.free.entry(buf.len).or_default().push(buf);
             }
-            out.push((tag, cqe.result()));
+            out.push((tag, result));
         }
         if rang {
             self.arm_doorbell()?;
@@ -367,6 +450,12 @@ impl<B: Backend> Faulty<B> {
 impl<B: Backend> Backend for Faulty<B> {
     fn push(&mut self, sub: Submission) -> io::Result<()> {
         self.inner.push(sub)?;
+        self.ops.insert(sub.tag, sub);
+        Ok(())
+    }
+
+    fn push_filled(&mut self, sub: Submission, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
+        self.inner.push_filled(sub, fill)?;
         self.ops.insert(sub.tag, sub);
         Ok(())
     }

@@ -18,15 +18,18 @@
 
 #[allow(unsafe_code)] // the SQE pushes; each block says why it is sound
 mod backend;
-#[allow(unsafe_code)] // signal(2); the block says why it is sound
+#[allow(unsafe_code)] // sigaction; the block says why it is sound
 pub mod interrupt;
 pub mod probe;
 mod runtime;
 mod service;
+#[allow(unsafe_code)] // getrusage, fallocate, posix_fadvise; each block says why it is sound
+pub mod sys;
 pub mod target;
 
-pub use backend::{Backend, FaultPlan, Faulty, Submission, Uring, BUFFER_ALIGN};
+pub use backend::{Backend, FaultPlan, Faulty, Slot, Submission, Uring, BUFFER_ALIGN};
 pub use runtime::{
-    sqe_ioprio, Clock, Done, Errno, RunError, Runtime, RuntimeStats, Submit, SubmitError,
+    sqe_ioprio, Clock, Done, Errno, Payload, RunError, Runtime, RuntimeStats, Submit, SubmitError,
+    EILSEQ,
 };
 pub use service::{Client, Service, Ticket};

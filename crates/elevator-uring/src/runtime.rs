@@ -172,6 +172,20 @@ struct Part {
     submitted: Instant,
 }
 
+/// What the bytes of requests are: a workload that cares (fio's buffer
+/// contents and verification) fills its writes and checks its reads here,
+/// part by part (a merged operation's buffer holds several requests).
+pub trait Payload: Send + std::fmt::Debug {
+    /// Fill the bytes of write request `id`.
+    fn fill(&mut self, id: RequestId, buf: &mut [u8]);
+    /// Check the bytes read for request `id`; `false` fails it (EILSEQ,
+    /// as fio's verification fails an I/O).
+    fn check(&mut self, id: RequestId, buf: &[u8]) -> bool;
+}
+
+/// The errno of a read whose bytes did not check out.
+pub const EILSEQ: i32 = libc::EILSEQ;
+
 /// One policy, one backend, a depth limit and a real clock.
 #[derive(Debug)]
 pub struct Runtime<B> {
@@ -192,6 +206,9 @@ pub struct Runtime<B> {
     /// Since when the device has had operations in flight.
     busy_since: Option<Instant>,
     stats: RuntimeStats,
+    payload: Option<Box<dyn Payload>>,
+    /// Parts whose read-back failed its check.
+    bad: rustc_hash::FxHashSet<RequestId>,
 }
 
 impl<B: Backend> Runtime<B> {
@@ -243,7 +260,14 @@ impl<B: Backend> Runtime<B> {
             timer: None,
             busy_since: None,
             stats: RuntimeStats::default(),
+            payload: None,
+            bad: Default::default(),
         }
+    }
+
+    /// Fill writes and check reads through `payload`.
+    pub fn set_payload(&mut self, payload: Box<dyn Payload>) {
+        self.payload = Some(payload);
     }
 
     pub fn now(&self) -> Instant {
@@ -343,13 +367,30 @@ impl<B: Backend> Runtime<B> {
             match self.policy.dispatch(now) {
                 Dispatch::Request(r) => {
                     let tag = r.id.0;
-                    self.backend.push(Submission {
+                    let sub = Submission {
                         tag,
                         op: r.op,
                         offset: r.sector * SECTOR_SIZE,
                         len: r.sectors * SECTOR_SIZE as u32,
                         ioprio: sqe_ioprio(r.prio),
-                    })?;
+                    };
+                    match (&mut self.payload, r.op) {
+                        (Some(payload), Op::Write) => {
+                            let parts = &self.parts;
+                            self.backend.push_filled(sub, &mut |buf| {
+                                for id in r.ids() {
+                                    if let Some(p) = parts.get(&id) {
+                                        let skip = ((p.sector - r.sector) * SECTOR_SIZE) as usize;
+                                        let len = p.sectors as usize * SECTOR_SIZE as usize;
+                                        if let Some(b) = buf.get_mut(skip..skip + len) {
+                                            payload.fill(id, b);
+                                        }
+                                    }
+                                }
+                            })?;
+                        }
+                        _ => self.backend.push(sub)?,
+                    }
                     self.stats.dispatched += 1;
                     let dir = usize::from(r.op != Op::Read);
                     if dir == 0 {
@@ -406,7 +447,27 @@ impl<B: Backend> Runtime<B> {
                 }
             }
             self.cqes.clear();
-            self.backend.wait(&mut self.cqes)?;
+            match &mut self.payload {
+                Some(payload) => {
+                    let (parts, in_flight, bad) = (&self.parts, &self.in_flight, &mut self.bad);
+                    self.backend.wait_checked(&mut self.cqes, &mut |tag, buf| {
+                        let Some((r, _)) = in_flight.get(&tag) else {
+                            return;
+                        };
+                        for id in r.ids() {
+                            if let Some(p) = parts.get(&id) {
+                                let skip = ((p.sector - r.sector) * SECTOR_SIZE) as usize;
+                                let len = p.sectors as usize * SECTOR_SIZE as usize;
+                                let end = (skip + len).min(buf.len());
+                                if skip < end && !payload.check(id, &buf[skip..end]) {
+                                    bad.insert(id);
+                                }
+                            }
+                        }
+                    })?;
+                }
+                None => self.backend.wait(&mut self.cqes)?,
+            }
             let now = self.clock.now();
             if self.timer.is_some_and(|t| t <= now) {
                 self.timer = None;
@@ -461,7 +522,10 @@ impl<B: Backend> Runtime<B> {
                 .remove(&id)
                 .expect("each part of a request returns once");
             let len = part.sectors * SECTOR_SIZE as u32;
-            let result = if result < 0 {
+            let result = if self.bad.remove(&id) {
+                self.stats.errors += 1;
+                Err(Errno { errno: EILSEQ })
+            } else if result < 0 {
                 self.stats.errors += 1;
                 Err(Errno { errno: -result })
             } else {

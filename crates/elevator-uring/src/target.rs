@@ -4,9 +4,10 @@
 //! (or one of its partitions) is mounted, is swap, or has holders (dm, md),
 //! and it is opened with `O_EXCL`, so the kernel refuses it too while
 //! anything claims it. Writing needs `allow_write`; without it the target is
-//! opened read-only. A file target that does not exist is created at the
-//! requested size; an existing file is never grown or truncated without
-//! `allow_write`.
+//! opened read-only. Nothing is created without `allow_write`: a file
+//! target that does not exist is created at the requested size only with
+//! it, and never under `/dev` (a missing device is an error, not a file);
+//! an existing file is never grown or truncated without it.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -58,6 +59,15 @@ pub enum TargetError {
     NotFileOrDevice {
         path: PathBuf,
     },
+    /// The target does not exist and may not be created.
+    Missing {
+        path: PathBuf,
+        size: u64,
+    },
+    /// A missing path under `/dev`: never created.
+    UnderDev {
+        path: PathBuf,
+    },
     Io {
         path: PathBuf,
         error: io::Error,
@@ -103,6 +113,17 @@ impl fmt::Display for TargetError {
                 )
             }
             TargetError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            TargetError::Missing { path, size } => write!(
+                f,
+                "{}: does not exist; creating it ({size} bytes) writes: refusing without \
+                 --allow-write",
+                path.display()
+            ),
+            TargetError::UnderDev { path } => write!(
+                f,
+                "{}: no such device; nothing is ever created under /dev",
+                path.display()
+            ),
         }
     }
 }
@@ -130,6 +151,13 @@ pub fn open(path: &Path, access: Access) -> Result<Target, TargetError> {
         Err(e) => return Err(io_err(e)),
     };
     match meta {
+        None if under_dev(path) => Err(TargetError::UnderDev {
+            path: path.to_path_buf(),
+        }),
+        None if !access.allow_write => Err(TargetError::Missing {
+            path: path.to_path_buf(),
+            size: access.size,
+        }),
         None => {
             // A new file at the requested size: named by the user, so ours.
             let file = OpenOptions::new()
@@ -211,6 +239,44 @@ pub fn open(path: &Path, access: Access) -> Result<Target, TargetError> {
             path: path.to_path_buf(),
         }),
     }
+}
+
+/// Whether `path` is under `/dev` (as written, or once its directory is
+/// resolved).
+pub fn under_dev(path: &Path) -> bool {
+    if path.starts_with("/dev") {
+        return true;
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::canonicalize(dir).is_ok_and(|d| d.starts_with("/dev"))
+}
+
+/// Open `/dev/null` or `/dev/zero` (I/O that reaches no device): the one
+/// kind of character device a job may name.
+pub fn open_null(path: &Path, writes: bool) -> Result<Target, TargetError> {
+    let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if canon != Path::new("/dev/null") && canon != Path::new("/dev/zero") {
+        return Err(TargetError::NotFileOrDevice {
+            path: path.to_path_buf(),
+        });
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(writes)
+        .open(path)
+        .map_err(|error| TargetError::Io {
+            path: path.to_path_buf(),
+            error,
+        })?;
+    Ok(Target {
+        file,
+        path: path.to_path_buf(),
+        bytes: u64::MAX / 4,
+        block_device: false,
+    })
 }
 
 /// The size of an open block device (seeking to its end needs no ioctl).

@@ -369,22 +369,41 @@ fn a_write_without_allow_write_is_refused_and_the_file_untouched() {
 }
 
 #[test]
-fn a_missing_file_target_is_created_at_the_requested_size() {
+fn a_missing_file_target_is_created_only_with_allow_write_and_never_under_dev() {
     let dir = tempdir();
     let path = dir.path().join("new.bin");
+    let read = Access {
+        direct: false,
+        writes: false,
+        allow_write: false,
+        size: 3 << 20,
+    };
+    let err = target::open(&path, read).unwrap_err();
+    assert!(matches!(err, TargetError::Missing { .. }), "{err}");
+    assert!(err.to_string().contains("--allow-write"), "{err}");
+    assert!(!path.exists(), "nothing created without --allow-write");
     let t = target::open(
         &path,
         Access {
-            direct: false,
-            writes: false,
-            allow_write: false,
-            size: 3 << 20,
+            allow_write: true,
+            ..read
         },
     )
     .unwrap();
     assert_eq!(t.bytes, 3 << 20);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 3 << 20);
     assert!(!t.block_device);
+    let dev = Path::new("/dev/elevator-no-such-device");
+    let err = target::open(
+        dev,
+        Access {
+            allow_write: true,
+            ..read
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, TargetError::UnderDev { .. }), "{err}");
+    assert!(!dev.exists());
 }
 
 #[test]
