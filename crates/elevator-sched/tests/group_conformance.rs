@@ -36,10 +36,7 @@ fn tree() -> GroupTree {
         "rbps=2m wbps=1m riops=200".parse::<IoMax>().unwrap(),
     );
     let b = t.add("b", a, 100, "rbps=1m wiops=100".parse::<IoMax>().unwrap());
-    t.set_io_throttle(
-        b,
-        "bandwidth-max=1m:1".parse::<IoThrottleLimits>().unwrap(),
-    );
+    t.set_io_throttle(b, "bandwidth-max=1m:1".parse::<IoThrottleLimits>().unwrap());
     let c = t.add("c", GroupId::ROOT, 300, IoMax::default());
     t.set_latency_target(c, Some(Duration::from_millis(5)));
     t

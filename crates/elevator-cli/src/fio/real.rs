@@ -94,11 +94,7 @@ impl elevator_uring::Payload for BookPayload {
     }
 }
 
-pub(super) fn run(
-    file: &JobFile,
-    options: &FioOptions,
-    builder: StackBuilder,
-) -> Result<Outcome> {
+pub(super) fn run(file: &JobFile, options: &FioOptions, builder: StackBuilder) -> Result<Outcome> {
     let free = file
         .paths()
         .first()

@@ -68,11 +68,7 @@ impl Device for DepthCapped {
     }
 }
 
-pub(super) fn run(
-    file: &JobFile,
-    options: &FioOptions,
-    builder: StackBuilder,
-) -> Result<Outcome> {
+pub(super) fn run(file: &JobFile, options: &FioOptions, builder: StackBuilder) -> Result<Outcome> {
     let sched_name = builder.policy().name;
     let device_arg = options.device.as_deref().unwrap_or(DEFAULT_SIM_DEVICE);
     let mut device = elevator_device::open(device_arg)?;

@@ -1596,7 +1596,7 @@ mod tests {
             let Dispatch::Request(d) = s.dispatch(now) else {
                 panic!("task 1's read {i} goes out")
             };
-            now = now + Duration::from_millis(1);
+            now += Duration::from_millis(1);
             s.complete(&d, now);
         }
         now
