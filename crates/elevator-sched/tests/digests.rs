@@ -23,7 +23,10 @@ use std::fmt::Write as _;
 /// idles somewhere in them, few enough to run in seconds.
 const CASES: usize = 24;
 
-const EXPECTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/digests/conformance.txt");
+const EXPECTED: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/testdata/digests/conformance.txt"
+);
 
 /// Groups 1-3 of the generated cases: a limited group, its limited child and
 /// a group with a latency target (as `group_conformance.rs`).
