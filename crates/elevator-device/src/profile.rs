@@ -44,6 +44,11 @@ pub(crate) const BUILTINS: &[(&str, &str, &str)] = &[
         include_str!("../profiles/hdd-2009-ncq.toml"),
     ),
     (
+        "hdd-2009-laptop",
+        "2009 laptop SATA disk (Momentus 5400.4 class): 250 GB, 5400 rpm, no queueing",
+        include_str!("../profiles/hdd-2009-laptop.toml"),
+    ),
+    (
         "mtron-2009",
         "2009 PATA SSD (MTRON MOBI 3000 class): 16 GB SLC, UDMA, no queueing",
         include_str!("../profiles/mtron-2009.toml"),

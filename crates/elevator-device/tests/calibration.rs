@@ -439,6 +439,37 @@ fn hdd_2009_profiles_match_their_cited_rates_and_differ_only_in_queueing() {
     assert!((11.0..=14.5).contains(&ms), "{ms} ms");
 }
 
+/// The laptop disk of Zoccolo's runs: Seagate's 58 MB/s sustained figure
+/// at the outer edge, half inside, and depth-1 random 4 KiB reads of a
+/// 12 ms average seek plus half of an 11.1 ms turn: slower than hdd-2009
+/// on both counts, which is what the profile is for.
+#[test]
+fn hdd_2009_laptop_streams_at_58_mb_s_and_seeks_like_a_5400_rpm_disk() {
+    let (outer, inner) = (
+        sequential_rate("hdd-2009-laptop", 0.0),
+        sequential_rate("hdd-2009-laptop", 1.0),
+    );
+    println!("hdd-2009-laptop sequential 512 KiB reads: outer {outer:.1}, inner {inner:.1} MB/s");
+    assert!((52.0..=60.0).contains(&outer), "{outer}");
+    assert!((26.0..=31.0).contains(&inner), "{inner}");
+    let random_ms = |profile: &str| {
+        let mut dev = open(profile).unwrap();
+        let cap = dev.limits().capacity;
+        let mut rng = Prng::new(7);
+        let run = closed_loop(dev.as_mut(), Instant::ZERO, 1, 1, 1000, &mut |_, _| {
+            (Op::Read, random_sector(&mut rng, cap, 8), 8)
+        });
+        run.mean_service_ms()
+    };
+    let (laptop, desktop) = (random_ms("hdd-2009-laptop"), random_ms("hdd-2009"));
+    println!("random 4 KiB reads: hdd-2009-laptop {laptop:.2} ms, hdd-2009 {desktop:.2} ms");
+    assert!((16.0..=20.0).contains(&laptop), "{laptop} ms");
+    assert!(laptop > desktop + 3.0, "{laptop} vs {desktop}");
+    let dev = open("hdd-2009-laptop").unwrap();
+    assert_eq!(dev.limits().queue_depth, 1);
+    assert!(dev.limits().rotational);
+}
+
 #[test]
 fn mtron_2009_is_a_depth_one_flash_drive_bound_by_its_pata_link() {
     let mut dev = open("mtron-2009").unwrap();
