@@ -364,5 +364,8 @@ fn file_only_examples_run_on_io_uring_in_a_temporary_directory() {
     });
     let ran = ran.into_inner();
     assert_eq!(ran, FILES_ONLY.len());
-    println!("{ran} of {} file-only examples ran on io_uring", FILES_ONLY.len());
+    println!(
+        "{ran} of {} file-only examples ran on io_uring",
+        FILES_ONLY.len()
+    );
 }
