@@ -99,7 +99,10 @@ trap cleanup EXIT
 cp fio/randread-qd32.fio "$WORK/"
 bounded() { # name, extra lines
     cp "$EXAMPLES/$1.fio" "$WORK/$1.fio"
-    printf '\n; bounds added by bench/fio-beside-us.sh\n%b\n' "$2" >>"$WORK/$1.fio"
+    # filename= too: fio reads --filename before the file, so a job file's
+    # own filename= (fio-seq-read's, fio-seq-write's) would win for fio.
+    printf '\n; bounds added by bench/fio-beside-us.sh\n%b\nfilename=%s\n' "$2" "$TARGET" \
+        >>"$WORK/$1.fio"
 }
 bounded fio-seq-read "size=1g\nruntime=$RUNTIME"
 bounded rand-zones "size=256m\nruntime=$RUNTIME"
