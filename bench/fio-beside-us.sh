@@ -7,7 +7,7 @@
 #
 # The job files: fio/randread-qd32.fio, and from fio's examples
 # (../shared/fio-examples) fio-seq-read, rand-zones,
-# iometer-file-access-server and fixed-rate-submission. The examples are
+# iometer-file-access-server, fixed-rate-submission and fio-seq-write. The examples are
 # read from there and copied into a scratch directory with lines appended
 # to their (single) job section to bound them (size, runtime): fio applies
 # command-line options before its job file's own, so the bounds go in the
@@ -21,7 +21,8 @@
 # exit.
 #
 # Usage: bench/fio-beside-us.sh [DIR] [RUNTIME]   (DIR: where the target
-#        file goes, default a scratch directory under target/)
+#        file goes, default a scratch directory under target/; KEEP=DIR
+#        keeps the job files and the JSON documents in DIR)
 #        bench/fio-beside-us.sh keys             (regenerate the committed
 #        fio 3.33 key lists in crates/elevator-cli/tests/data)
 set -euo pipefail
@@ -98,13 +99,21 @@ trap cleanup EXIT
 cp fio/randread-qd32.fio "$WORK/"
 bounded() { # name, extra lines
     cp "$EXAMPLES/$1.fio" "$WORK/$1.fio"
-    printf '\n; bounds added by bench/fio-beside-us.sh\n%b\n' "$2" >>"$WORK/$1.fio"
+    # filename= too: fio reads --filename before the file, so a job file's
+    # own filename= (fio-seq-read's, fio-seq-write's) would win for fio.
+    printf '\n; bounds added by bench/fio-beside-us.sh\n%b\nfilename=%s\n' "$2" "$TARGET" \
+        >>"$WORK/$1.fio"
 }
 bounded fio-seq-read "size=1g\nruntime=$RUNTIME"
 bounded rand-zones "size=256m\nruntime=$RUNTIME"
 bounded iometer-file-access-server "size=256m\nruntime=$RUNTIME"
-bounded fixed-rate-submission "size=16m"
+# fio 3.33 hangs on this file as it is: with io_submit_mode=offload its
+# job's threads all wait on futexes and no I/O is issued (seen here, killed
+# after 6 minutes of a 4-second job); inline submission, the same for both.
+bounded fixed-rate-submission "size=16m\nio_submit_mode=inline"
+bounded fio-seq-write "size=256m\nruntime=$RUNTIME"
 JOBS="randread-qd32 fio-seq-read rand-zones iometer-file-access-server fixed-rate-submission"
+JOBS="$JOBS fio-seq-write"
 
 # Lay the target out once (1 GiB of data), outside any throttle.
 "$ELEVATOR" run "$WORK/fio-seq-read.fio" --engine uring --filename "$TARGET" --allow-write \
@@ -141,9 +150,16 @@ echo "fio $(fio --version), elevator $($ELEVATOR --version | cut -d' ' -f2), ker
 for j in $JOBS; do
     run_in fio "$WORK/$j.fio" --filename="$TARGET" --output-format=json \
         --output="$WORK/$j.fio.json" >/dev/null
-    run_in "$ELEVATOR" run "$WORK/$j.fio" --engine uring --filename "$TARGET" --eta never \
-        --output-format json >"$WORK/$j.ours.json"
+    # --allow-write: iometer-file-access-server writes (fio writes an
+    # existing file without asking; we do not).
+    run_in "$ELEVATOR" run "$WORK/$j.fio" --engine uring --filename "$TARGET" --allow-write \
+        --eta never --output-format json >"$WORK/$j.ours.json"
 done
+
+if [ -n "${KEEP:-}" ]; then # KEEP=DIR keeps the job files and both JSON documents
+    mkdir -p "$KEEP"
+    cp "$WORK"/*.fio "$WORK"/*.json "$KEEP/"
+fi
 
 python3 - "$WORK" $JOBS <<'EOF'
 import json, sys

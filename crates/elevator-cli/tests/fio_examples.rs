@@ -179,6 +179,32 @@ fn the_examples_counted_are_the_block_io_ones() {
     let mut want: Vec<String> = EXAMPLES.iter().map(|s| s.to_string()).collect();
     want.sort();
     assert_eq!(counted, want);
+    assert_eq!(counted.len(), 47, "the issue's count");
+}
+
+/// The examples that touch only files are the ones whose options (outside
+/// comments) name no `/dev` path, less the refused: a check of the list
+/// above against the files.
+#[test]
+fn the_file_only_examples_are_the_ones_without_a_dev_path() {
+    let Some(dir) = examples_dir() else { return };
+    let mut found = Vec::new();
+    for name in EXAMPLES {
+        if REFUSED.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        let text = std::fs::read_to_string(dir.join(format!("{name}.fio"))).unwrap();
+        let names_a_device = text
+            .lines()
+            .map(|l| l.split([';', '#']).next().unwrap())
+            .any(|l| l.contains("/dev/"));
+        if !names_a_device {
+            found.push(name);
+        }
+    }
+    assert_eq!(found, FILES_ONLY, "the file-only examples changed");
+    assert_eq!(EXAMPLES.len() - REFUSED.len(), 41);
+    assert_eq!(FILES_ONLY.len(), 26);
 }
 
 #[test]
@@ -262,6 +288,12 @@ fn fios_examples_run_unchanged_on_the_simulator() {
     let expected: Vec<&str> = REFUSED.iter().map(|(n, _)| *n).collect();
     assert_eq!(refused, expected, "passed: {passed:?}");
     assert!(passed.len() >= 40, "{} of 47 ran: {passed:?}", passed.len());
+    assert_eq!(passed.len() + refused.len(), EXAMPLES.len());
+    println!(
+        "{} of {} ran on the simulator; refused, every option named: {refused:?}",
+        passed.len(),
+        EXAMPLES.len()
+    );
 }
 
 #[test]
@@ -311,6 +343,12 @@ fn file_only_examples_run_on_io_uring_in_a_temporary_directory() {
         // Nothing outside the directory but the example's own /tmp paths.
         drop(dir);
     };
+    let ran = std::sync::atomic::AtomicUsize::new(0);
+    let run = |name: &str| {
+        run(name);
+        ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    let run = &run;
     std::thread::scope(|s| {
         for name in free {
             s.spawn(move || run(name));
@@ -324,4 +362,10 @@ fn file_only_examples_run_on_io_uring_in_a_temporary_directory() {
             }
         });
     });
+    let ran = ran.into_inner();
+    assert_eq!(ran, FILES_ONLY.len());
+    println!(
+        "{ran} of {} file-only examples ran on io_uring",
+        FILES_ONLY.len()
+    );
 }

@@ -65,13 +65,26 @@ fn existing(path: &str) -> Existing {
     if ft.is_file() {
         Existing::File(m.len())
     } else if ft.is_block_device() {
-        let size = std::fs::File::open(p)
-            .and_then(|f| {
-                use std::io::Seek;
-                let mut f = f;
-                f.seek(std::io::SeekFrom::End(0))
-            })
-            .unwrap_or(0);
+        // The size from sysfs (512-byte sectors, whatever the logical block
+        // size: block/genhd.c, size_show), which needs no open: a device
+        // this process may not open still has a size to check the jobs'
+        // range against, and the refusal that matters comes from opening.
+        use std::os::unix::fs::MetadataExt;
+        let rdev = m.rdev();
+        let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+        let sysfs = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/size"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(|sectors| sectors * 512);
+        let size = sysfs.unwrap_or_else(|| {
+            std::fs::File::open(p)
+                .and_then(|f| {
+                    use std::io::Seek;
+                    let mut f = f;
+                    f.seek(std::io::SeekFrom::End(0))
+                })
+                .unwrap_or(0)
+        });
         Existing::Device(size)
     } else if ft.is_char_device() && (path == "/dev/null" || path == "/dev/zero") {
         Existing::Null
@@ -111,6 +124,19 @@ pub(super) fn run(file: &JobFile, options: &FioOptions, builder: StackBuilder) -
         .first()
         .map(|p| free_bytes(Path::new(p)))
         .unwrap_or(0);
+    // A block device that is mounted, swap or held is refused before
+    // anything else is asked of it.
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    for path in file.paths() {
+        use std::os::unix::fs::MetadataExt;
+        let p = Path::new(&path);
+        if let Ok(m) = std::fs::metadata(p) {
+            if m.file_type().is_block_device() {
+                target::check_block_device(p, m.rdev(), &mounts, &swaps)?;
+            }
+        }
+    }
     let plan = file.plan(&existing, free).map_err(|e| anyhow!("{e}"))?;
     // Look before touching anything: every refusal first.
     let mut refusals = Vec::new();

@@ -85,6 +85,8 @@ pub struct DataBook {
     pending: FxHashMap<RequestId, DataOp>,
     /// Requests whose read-back did not match (and why).
     pub failed: FxHashMap<RequestId, String>,
+    /// Each job's one write buffer, filled once as fio fills it.
+    templates: Vec<super::data::Template>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -109,7 +111,17 @@ impl DataBook {
         let Some(op) = self.pending.remove(&id) else {
             return false;
         };
-        super::data::fill(&self.contents[op.job], op.stamp, op.offset, buf);
+        if self.templates.len() < self.contents.len() {
+            self.templates
+                .resize(self.contents.len(), super::data::Template::default());
+        }
+        super::data::fill_reusing(
+            &self.contents[op.job],
+            op.stamp,
+            op.offset,
+            buf,
+            &mut self.templates[op.job],
+        );
         true
     }
 
