@@ -124,19 +124,6 @@ pub(super) fn run(file: &JobFile, options: &FioOptions, builder: StackBuilder) -
         .first()
         .map(|p| free_bytes(Path::new(p)))
         .unwrap_or(0);
-    // A block device that is mounted, swap or held is refused before
-    // anything else is asked of it.
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
-    for path in file.paths() {
-        use std::os::unix::fs::MetadataExt;
-        let p = Path::new(&path);
-        if let Ok(m) = std::fs::metadata(p) {
-            if m.file_type().is_block_device() {
-                target::check_block_device(p, m.rdev(), &mounts, &swaps)?;
-            }
-        }
-    }
     let plan = file.plan(&existing, free).map_err(|e| anyhow!("{e}"))?;
     // Look before touching anything: every refusal first.
     let mut refusals = Vec::new();
