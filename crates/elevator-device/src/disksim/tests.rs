@@ -1,3 +1,4 @@
+use super::seek::sample_seek;
 use super::*;
 
 /// The blocks DiskSim leaves unmapped, by brute force: map every

@@ -39,7 +39,10 @@ fn choose_req_prefers_forward_then_short_back_seeks() {
         s.insert(read(id, 1, sector, IoPrio::be(4)), Instant::ZERO);
     }
     let q = s.sync_queues[&TaskId(1)];
-    let pick = |s: &Cfq, a, b, last| s.choose_req(q, Some(RequestId(a)), Some(RequestId(b)), last);
+    let pick = |s: &Cfq, a, b, last| {
+        let (a, b) = (Some(RequestId(a)), Some(RequestId(b)));
+        cfq_common::choose_req(&s.q(q).sorted, &s.conf.back_seek, a, b, last)
+    };
     // Head at 9_500: 10_000 is 500 ahead, 9_000 is 500 behind (×2).
     assert_eq!(pick(&s, 1, 2, 9_500), Some(RequestId(1)));
     // Head at 9_200: 800 ahead vs 200 behind ×2 = 400.
