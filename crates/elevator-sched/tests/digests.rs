@@ -1,7 +1,7 @@
 //! Conformance digests: what each registered policy, alone and behind the
 //! group layers, dispatches on the conformance suite's first generated
 //! cases, folded into one number per policy and kept in
-//! `testdata/digests.txt`.
+//! `testdata/digests/conformance.txt`.
 //!
 //! The checker's `CheckReport::digest` hashes every dispatch (time, ids,
 //! extent), so two builds agree on a line exactly when the policy made the
@@ -23,7 +23,10 @@ use std::fmt::Write as _;
 /// idles somewhere in them, few enough to run in seconds.
 const CASES: usize = 24;
 
-const EXPECTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/digests.txt");
+const EXPECTED: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/testdata/digests/conformance.txt"
+);
 
 /// Groups 1-3 of the generated cases: a limited group, its limited child and
 /// a group with a latency target (as `group_conformance.rs`).
@@ -116,14 +119,14 @@ fn digests() -> String {
 fn every_policy_dispatches_as_recorded() {
     let got = digests();
     if std::env::var_os("UPDATE_EXPECT").is_some() {
-        std::fs::write(EXPECTED, &got).expect("writing testdata/digests.txt");
+        std::fs::write(EXPECTED, &got).expect("writing testdata/digests/conformance.txt");
         return;
     }
     let want = std::fs::read_to_string(EXPECTED)
-        .expect("testdata/digests.txt (regenerate with UPDATE_EXPECT=1)");
+        .expect("testdata/digests/conformance.txt (regenerate with UPDATE_EXPECT=1)");
     assert_eq!(
         got, want,
         "conformance digests moved: a policy or layer now dispatches differently \
-         (UPDATE_EXPECT=1 rewrites testdata/digests.txt if that is meant)"
+         (UPDATE_EXPECT=1 rewrites testdata/digests/conformance.txt if that is meant)"
     );
 }

@@ -288,6 +288,25 @@ fn device_bytes(file: &File) -> io::Result<u64> {
     Ok(end)
 }
 
+/// Refuse `path` if it is a block device that is mounted, active swap or
+/// held (as [`check_block_device`] says); anything else passes. For callers
+/// that must refuse before they look further (a job file's plan reads a
+/// device's size, which a mounted disk must not even be opened for).
+pub fn refuse_in_use(path: &Path) -> Result<(), TargetError> {
+    let Ok(m) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    if !m.file_type().is_block_device() {
+        return Ok(());
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mounts").map_err(|error| TargetError::Io {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    check_block_device(path, m.rdev(), &mounts, &swaps)
+}
+
 /// Refuse the block device `rdev` (at `path`) if it or one of its
 /// partitions is mounted according to `mounts` (the text of
 /// /proc/self/mounts), is active swap according to `swaps` (/proc/swaps),

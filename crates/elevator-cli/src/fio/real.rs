@@ -95,6 +95,17 @@ impl elevator_uring::Payload for BookPayload {
 }
 
 pub(super) fn run(file: &JobFile, options: &FioOptions, builder: StackBuilder) -> Result<Outcome> {
+    // A mounted, swapped-on or held block device is refused before anything
+    // opens it (the plan reads device sizes).
+    let in_use: Vec<String> = file
+        .paths()
+        .iter()
+        .filter_map(|p| target::refuse_in_use(Path::new(p)).err())
+        .map(|e| e.to_string())
+        .collect();
+    if !in_use.is_empty() {
+        bail!("{}", in_use.join("\n"));
+    }
     let free = file
         .paths()
         .first()
