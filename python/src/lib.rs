@@ -41,6 +41,16 @@ fn arg_error(key: &str, message: impl Into<String>) -> ScenarioError {
     ScenarioError::new("<arguments>", None, Some(key), message)
 }
 
+/// The policy `name` names, by the stack builder's one rule, or its error
+/// as argument `key`'s.
+fn known_policy(
+    name: &str,
+    key: &str,
+) -> Result<&'static elevator_sched::SchedulerType, ScenarioError> {
+    elevator_sched::stack::policy(name, elevator_sched::stack::Origin::command_line())
+        .map_err(|e| arg_error(key, e.message()))
+}
+
 /// A JSON value as the Python value `json.loads` would give for its text.
 fn to_py(py: Python<'_>, value: &Value) -> PyResult<PyObject> {
     Ok(match value {
@@ -139,9 +149,7 @@ fn parse_set(s: &str) -> Result<(String, String, i64), ScenarioError> {
 
 fn check_policies(sched: &Option<Vec<String>>) -> Result<(), ScenarioError> {
     for p in sched.iter().flatten() {
-        if elevator_sched::find(p).is_none() {
-            return Err(arg_error("sched", format!("unknown scheduler {p:?}")));
-        }
+        known_policy(p, "sched")?;
     }
     Ok(())
 }
@@ -250,12 +258,7 @@ fn policy_json(t: &elevator_sched::SchedulerType) -> Value {
 /// One policy (by name or alias), as `policies()` lists it.
 #[pyfunction]
 fn policy(py: Python<'_>, name: &str) -> PyResult<PyObject> {
-    let t = elevator_sched::find(name).ok_or_else(|| {
-        raise(
-            py,
-            &arg_error("policy", format!("unknown scheduler {name:?}")),
-        )
-    })?;
+    let t = known_policy(name, "policy").map_err(|e| raise(py, &e))?;
     to_py(py, &policy_json(t))
 }
 
@@ -345,8 +348,7 @@ fn outcome_json(o: &ReplayOutcome) -> Value {
 fn variants(list: Vec<(String, Vec<(String, i64)>)>) -> Result<Vec<Variant>, ScenarioError> {
     list.into_iter()
         .map(|(policy, tunables)| {
-            let t = elevator_sched::find(&policy)
-                .ok_or_else(|| arg_error("sched", format!("unknown scheduler {policy:?}")))?;
+            let t = known_policy(&policy, "sched")?;
             let v = Variant {
                 policy: t.name.to_string(),
                 tunables,

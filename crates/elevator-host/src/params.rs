@@ -164,7 +164,7 @@ impl Default for FsParams {
             size: None,
             offset: 0,
             fragmentation: 0.0,
-            fs_type: FsType::Ext2,
+            fs_type: FsType::default(),
         }
     }
 }

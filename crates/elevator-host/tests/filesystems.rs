@@ -1,13 +1,17 @@
-//! ext3's journal and nilfs2's log, each mechanism alone, observed at the
-//! device: `data=ordered` against `data=writeback` fsync, the commit
-//! interval, nilfs2's sequential log writes.
+//! The file systems: the host checks every registered one passes (a toy
+//! shows that a registry entry is all a file system made of the host's
+//! mechanisms needs), then ext3's journal and nilfs2's log, each mechanism
+//! alone, observed at the device: `data=ordered` against `data=writeback`
+//! fsync, the commit interval, nilfs2's sequential log writes.
 
 mod common;
 
 use common::Seen;
 use elevator_core::{Duration, Instant, IoPrio, Op, Prng};
 use elevator_host::fs::gen::big_file;
-use elevator_host::fs::registry::{mount, FsType};
+use elevator_host::fs::registry::{
+    mount, mount_with, Alloc, FileSystemType, FsType, Layer, FILE_SYSTEMS,
+};
 use elevator_host::fs::FileId;
 use elevator_host::process::{Cat, WriteAndFsync};
 use elevator_host::{Ctx, Host, HostParams, Program, Syscall};
@@ -245,7 +249,7 @@ fn nilfs2_turns_random_writes_into_sequential_device_writes() {
         written.iter().all(|&s| s >= original_end),
         "no write in place"
     );
-    assert!(matches!(host.params().fs.fs_type, FsType::Nilfs2(_)));
+    assert!(matches!(host.params().fs.fs_type.layer, Layer::Log(_)));
 }
 
 /// ext3 reads inode-table blocks with READ_META (`__ext3_get_inode_loc`),
@@ -307,4 +311,106 @@ fn data_journal_fsync_writes_the_data_into_the_journal() {
     assert_eq!(home, 0, "data=journal: the data goes to the journal first");
     assert!(j.stats.log_blocks > 256, "1 MiB of data copies and more");
     assert_eq!(j.stats.by_fsync, 1);
+}
+
+/// The host checks a file system must pass: a 4 MiB file written and
+/// fsynced, then another process writing 4 MiB without fsync, on a
+/// 2009 disk. The fsync returns, by then the device has completed writes of
+/// at least the file's size (home, journal or log), the file holds its
+/// size in blocks, every request lies on the device and completes, and
+/// the run ends with nothing left dirty past the writeback horizon.
+fn check_file_system(fs: FsType) -> Result<(), String> {
+    let name = fs.name;
+    let mut p = HostParams::linux_2_6();
+    p.fs.fs_type = fs;
+    let mut host = common::host_on("hdd-2009", 5, Some(p));
+    let size = 4u64 << 20;
+    let syncer = host.add_row("fsync", true);
+    host.spawn(
+        syncer,
+        Box::new(WriteAndFsync::new(FileId::ROOT, size, true)),
+        Duration::ZERO,
+        IoPrio::default(),
+    );
+    let writer = host.add_row("write", true);
+    host.spawn(
+        writer,
+        Box::new(WriteAndFsync::new(FileId::ROOT, size, false)),
+        Duration::from_millis(10),
+        IoPrio::default(),
+    );
+    let (_, log) = common::run(&mut host, "cfq", "hdd-2009", 120);
+    let done = (host.row_stats(syncer).finished)
+        .ok_or_else(|| format!("{name}: the fsync never returned"))?;
+    let written: u64 = log
+        .iter()
+        .filter(|s| s.op == Op::Write && s.completed.is_some_and(|c| c <= done))
+        .map(|s| u64::from(s.sectors) * 512)
+        .sum();
+    if written < size {
+        return Err(format!(
+            "{name}: fsync returned at {done:?} with {written} bytes written, under {size}"
+        ));
+    }
+    let capacity = host.fs().geo.sector_of(host.fs().geo.blocks);
+    if let Some(s) = log
+        .iter()
+        .find(|s| s.sector + u64::from(s.sectors) > capacity)
+    {
+        return Err(format!("{name}: request past the file system: {s:?}"));
+    }
+    if let Some(s) = log.iter().find(|s| s.completed.is_none()) {
+        return Err(format!("{name}: request never completed: {s:?}"));
+    }
+    let file = host.fs().children(FileId::ROOT)[0];
+    let blocks = host.fs().inode(file).nblocks();
+    if blocks * 4096 < size {
+        return Err(format!(
+            "{name}: the file holds {blocks} blocks for {size} bytes"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_registered_file_system_passes_the_host_checks() {
+    for t in FILE_SYSTEMS {
+        let fs = mount(t.name, "").unwrap_or_else(|e| panic!("{}: {e}", t.name));
+        assert_eq!(fs.name, t.name);
+        check_file_system(fs).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// A toy file system: ext2's layout with ext3's reservation windows and no
+/// journal, a combination no registered file system has. Its entry is all
+/// it takes.
+const TOYFS: FileSystemType = FileSystemType {
+    name: "toyfs",
+    about: "toy: ext2 with reservation windows, no journal",
+    keys: &[],
+    build: |options| match options.first() {
+        None => Ok(FsType {
+            name: "toyfs",
+            alloc: Alloc::Reservations,
+            layer: Layer::Plain,
+        }),
+        Some((k, _)) => Err(format!("toyfs takes no mount options (got {k:?})")),
+    },
+};
+
+#[test]
+fn a_file_system_is_one_module_and_one_registry_line() {
+    let mut with_toy: Vec<FileSystemType> = FILE_SYSTEMS.to_vec();
+    with_toy.push(TOYFS);
+    let err = mount("toyfs", "").unwrap_err();
+    assert!(err.contains("unknown file system \"toyfs\""), "{err}");
+    let fs = mount_with(&with_toy, "toyfs", "").expect("the toy mounts");
+    check_file_system(fs.clone()).expect("the toy passes the host checks");
+    let err = mount_with(&with_toy, "toyfs", "data=journal").unwrap_err();
+    assert!(err.contains("toyfs") && err.contains("data"), "{err}");
+    // It writes as ext2 does: no journal, no log.
+    let mut p = HostParams::linux_2_6();
+    p.fs.fs_type = fs;
+    let host = common::host_on("hdd-2009", 5, Some(p));
+    assert!(host.journal().is_none() && host.nilfs_log().is_none());
 }

@@ -22,6 +22,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use elevator_core::Prng;
 use elevator_core::Workload;
 use elevator_scenario::validate::validate_reader;
+use elevator_sched::stack::{Origin, StackBuilder};
 use elevator_sim::{Engine, EngineConfig};
 use elevator_workload::trace::{ReplayMode, TraceFormat, TraceReader, TraceReplay};
 use std::fmt::Write;
@@ -90,10 +91,8 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let dev = elevator_device::open("nvme").expect("built-in");
             let limits = dev.limits();
-            let sched = elevator_sched::find("noop")
-                .expect("registered")
-                .build_default(&limits);
-            let mut engine = Engine::new(sched, dev, EngineConfig::linux_26());
+            let noop = StackBuilder::new("noop", Origin::command_line()).expect("registered");
+            let (mut engine, _) = Engine::build(noop, dev, EngineConfig::linux_26());
             let reader = TraceReader::new("mqsim 1M", mqsim.as_bytes(), TraceFormat::Mqsim);
             let mode = ReplayMode::Open { time_scale: 1.0 };
             let mut replay = TraceReplay::new(reader, mode, limits.capacity, limits.max_sectors, 1);

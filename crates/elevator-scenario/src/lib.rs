@@ -28,6 +28,7 @@ mod result;
 mod run;
 pub mod startup;
 pub mod swarm;
+mod sweep;
 mod table;
 mod units;
 pub mod validate;
@@ -37,9 +38,10 @@ pub use elevator_sched::group::wbt::WbtSpec;
 pub use error::ScenarioError;
 pub use host::{FileKind, FileSetSpec, HostSpec, ProcessSpec};
 pub use parse::{
-    JobTemplate, Scenario, Sweep, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS, MAX_WBT_LAT_USEC,
+    JobTemplate, Scenario, MAX_SCENARIO_BYTES, MAX_TASKS, MAX_TICKS, MAX_WBT_LAT_USEC,
 };
 pub use quantity::Unit;
 pub use run::{run, run_one, run_policy, RunOptions};
+pub use sweep::Sweep;
 pub use table::{CellSpec, TableSpec};
 pub use units::{parse_duration, parse_size};

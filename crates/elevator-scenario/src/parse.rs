@@ -5,6 +5,7 @@ pub(crate) use crate::ctx::Ctx;
 pub use crate::ctx::MAX_TICKS;
 use crate::error::{key_on_line, Lines, ScenarioError};
 use crate::result::{Metric, RawResultChecked, Reduce, ResultSpec};
+use crate::sweep::Sweep;
 use elevator_core::{
     Duration, GroupId, GroupTree, Instant, IoMax, IoPrio, IoThrottleLimits, DEFAULT_WEIGHT,
     MAX_WEIGHT, SECTOR_SIZE,
@@ -199,20 +200,6 @@ pub struct JobTemplate {
     pub group: GroupId,
     /// Read one `bs` frame per period (a media player; `frames_missed`).
     pub period: Option<Duration>,
-}
-
-/// Run the scenario once per point of one parameter.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Sweep {
-    /// Per count of one job's instances.
-    Count { job: String, counts: Vec<u32> },
-    /// Per I/O priority of one job or process (`ionice`), each as written.
-    Prio {
-        target: String,
-        prios: Vec<(String, IoPrio)>,
-    },
-    /// Per block-layer in-flight limit in sectors (`None`: no limit).
-    InflightLimit(Vec<Option<u64>>),
 }
 
 /// A validated scenario.

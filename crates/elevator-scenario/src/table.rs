@@ -27,10 +27,10 @@
 
 use crate::ctx::Ctx;
 use crate::error::ScenarioError;
-use crate::parse::Sweep;
 use crate::quantity::{unit_names, Unit};
 use crate::reproduce::{Cell, Column, Figure, Row, Table};
 use crate::result::{Metric, Reduce, ResultSpec};
+use crate::sweep::Sweep;
 use elevator_core::{GroupTree, Instant};
 use elevator_metrics::{Report, RunReport};
 use serde::Deserialize;

@@ -9,6 +9,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use elevator_core::{QueueLimits, TaskId};
+use elevator_sched::stack::{Origin, StackBuilder};
 use elevator_uring::{Backend, Runtime, Submission, Submit, Uring};
 use std::hint::black_box;
 
@@ -86,7 +87,7 @@ fn overhead(c: &mut Criterion) {
     let path = dir.path().join("bench.bin");
     std::fs::write(&path, vec![1u8; FILE_BYTES as usize]).unwrap();
     for name in ["noop", "bfq"] {
-        let sched = elevator_sched::find(name).unwrap();
+        let origin = Origin::command_line;
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
         // With idling on, bfq would hold the null device idle for real
         // milliseconds and the figure would be its idle time; off, the
@@ -96,17 +97,18 @@ fn overhead(c: &mut Criterion) {
         } else {
             &[]
         };
-        let tunables = sched.tunables(overrides.iter().copied()).unwrap();
-        let mut rt = Runtime::new(Null::default(), (sched.build)(&tunables, &limits()), DEPTH);
+        let mut builder = StackBuilder::new(name, origin()).unwrap();
+        for &(k, v) in overrides {
+            builder = builder.tunable(k, v, origin()).unwrap();
+        }
+        let (mut rt, _) =
+            Runtime::build(builder.clone(), Null::default(), &limits(), DEPTH).unwrap();
         group.bench_function(BenchmarkId::new("null", name), |b| {
             b.iter(|| closed_loop(&mut rt, &mut seed))
         });
         let file = std::fs::File::open(&path).unwrap();
-        let mut rt = Runtime::new(
-            Uring::new(file, 128).unwrap(),
-            sched.build_default(&limits()),
-            DEPTH,
-        );
+        let (mut rt, _) =
+            Runtime::build(builder, Uring::new(file, 128).unwrap(), &limits(), DEPTH).unwrap();
         group.bench_function(BenchmarkId::new("uring-page-cache", name), |b| {
             b.iter(|| closed_loop(&mut rt, &mut seed))
         });

@@ -354,6 +354,7 @@ mod tests {
 
     #[test]
     fn an_io_over_max_request_goes_out_in_pieces_and_completes_with_the_last() {
+        use elevator_sched::stack::{Origin, StackBuilder};
         use elevator_sim::{Engine, EngineConfig};
         let mut job = DirectJob::new("big", 1, 0);
         job.region_sectors = 1 << 20;
@@ -362,12 +363,10 @@ mod tests {
         job.size = Some(3 * (4 << 20));
         job.iodepth = 1;
         let device = elevator_device::open("sata-hdd").expect("profile");
-        let sched = elevator_sched::find("noop").expect("noop");
-        let limits = device.limits();
-        let sched = (sched.build)(&sched.tunables(Vec::new()).expect("defaults"), &limits);
+        let noop = StackBuilder::new("noop", Origin::command_line()).expect("noop");
         let mut config = EngineConfig::linux_26();
         config.time_limit = Instant::ZERO + Duration::from_secs(60);
-        let mut engine = Engine::new(sched, device, config);
+        let (mut engine, _) = Engine::build(noop, device, config);
         let summary = engine.run(&mut job);
         assert_eq!(summary.device.requests, 3 * 8, "three I/Os of eight pieces");
         assert_eq!(job.stats.bytes(), 3 * (4 << 20));

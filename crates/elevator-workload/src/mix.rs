@@ -240,6 +240,7 @@ mod tests {
 
     #[test]
     fn request_done_reaches_only_the_owner_and_the_run_ends_with_the_measured() {
+        use elevator_sched::stack::{Origin, StackBuilder};
         use elevator_sim::{Engine, EngineConfig};
         let counts: Vec<Rc<Cell<u32>>> = (0..4).map(|_| Rc::default()).collect();
         let mut mix = Mix::new();
@@ -262,14 +263,10 @@ mod tests {
             "the idle part is finished from the start"
         );
         let device = elevator_device::open("sata-hdd").expect("profile");
-        let sched = elevator_sched::find("noop").expect("noop");
-        let sched = (sched.build)(
-            &sched.tunables(Vec::new()).expect("defaults"),
-            &device.limits(),
-        );
+        let noop = StackBuilder::new("noop", Origin::command_line()).expect("noop");
         let mut config = EngineConfig::linux_26();
         config.time_limit = Instant::ZERO + elevator_core::Duration::from_secs(60);
-        Engine::new(sched, device, config).run(&mut mix);
+        Engine::build(noop, device, config).0.run(&mut mix);
         assert!(mix.finished());
         assert_eq!(counts[0].get(), 5, "one request_done per request");
         assert_eq!(counts[1].get(), 3);

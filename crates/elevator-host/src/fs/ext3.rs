@@ -612,7 +612,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::registry::FsType;
+    use crate::fs::registry::{mount, FsType};
 
     #[test]
     fn timer_rounds_up_to_a_second_and_commit_moves_to_the_next_tid() {
@@ -697,8 +697,8 @@ mod tests {
                 fs.inode(a).extents.iter().map(|e| e.len).max().unwrap(),
             )
         };
-        let (ext3_a, ext3_b, longest) = extents(FsType::Ext3(Ext3Options::default()));
-        let (ext2_a, _, _) = extents(FsType::Ext2);
+        let (ext3_a, ext3_b, longest) = extents(mount("ext3", "").unwrap());
+        let (ext2_a, _, _) = extents(FsType::default());
         println!("extents: ext3 {ext3_a} and {ext3_b} (longest {longest}), ext2 {ext2_a}");
         assert!(ext3_a <= 16 && ext3_b <= 16, "{ext3_a} {ext3_b}");
         assert!(longest >= EXT3_MAX_RESERVE_BLOCKS - 8, "{longest}");

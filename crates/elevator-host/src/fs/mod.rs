@@ -34,7 +34,7 @@ pub mod registry;
 
 use crate::params::{FsParams, INODE_SIZE};
 use elevator_core::{Prng, Sector, SECTOR_SIZE};
-use registry::FsType;
+use registry::Alloc;
 use std::collections::BTreeMap;
 
 /// The file system is full (`ENOSPC`). `meta` holds the indirect blocks
@@ -540,7 +540,7 @@ impl FileSystem {
     /// and refilling its preallocation window.
     fn alloc_for(&mut self, f: FileId, want: u64, pid: u32) -> (u64, u64) {
         let goal = self.goal_of(f, pid);
-        if matches!(self.params.fs_type, FsType::Ext3(_)) {
+        if self.params.fs_type.alloc == Alloc::Reservations {
             // ext3: reservation windows for regular files, none for
             // directories (`ext3_init_block_alloc_info` only for S_ISREG).
             if self.inode(f).is_dir() {

@@ -1,40 +1,79 @@
 //! The file systems a host can mount, registered as policies are.
 //!
-//! Each file system is one module and one line of [`FILE_SYSTEMS`]: a
-//! [`FileSystemType`] gives its name, the mount options it takes and a
-//! `build` that validates them into a [`FsType`], the plain-data choice
-//! that [`HostParams`](crate::HostParams) carries and the host acts on.
+//! Each file system is one module and one entry here: a [`FileSystemType`]
+//! (a `const` below and its line in [`FILE_SYSTEMS`]) gives its name, the
+//! mount options it takes and a `build` that validates them into a
+//! [`FsType`]: the plain data that [`HostParams`](crate::HostParams)
+//! carries, naming the file system and choosing what the host does for it
+//! from the mechanisms the host has: block allocation ([`Alloc`]: ext2's
+//! preallocation or ext3's reservation windows) and what comes on top of
+//! ext2's layout ([`Layer`]: nothing, jbd's journal, or nilfs2's log).
+//! A file system made of those needs no host code (the toy in
+//! `tests/filesystems.rs` is one registry entry); a new mechanism (a
+//! journal of another kind, copy-on-write) is host code in `host/`
+//! beside `host/layers.rs`.
+//!
 //! The scenario crate only looks names up here (`[host] fs = "ext3"`,
 //! `mount = "data=writeback,commit=5"`), so the errors a user sees are the
 //! ones written below.
 //!
-//! Invariant: `ext2` with no options is [`FsType::Ext2`], the host of the
-//! 2003 experiments, whose behaviour no other file system's code touches.
+//! Invariant: `ext2` with no options is [`FsType::default`] (preallocation,
+//! no layer), the host of the 2003 experiments, whose behaviour no other
+//! file system's code touches.
 
 use super::ext3::{self, Ext3Options};
 use super::nilfs2::{self, Nilfs2Options};
 
-/// Which file system a host runs, with its validated mount options.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum FsType {
-    /// The ext2-like file system of the 2003 host (no journal).
-    #[default]
-    Ext2,
-    /// ext3: ext2's layout plus jbd's journal ([`super::ext3`]).
-    Ext3(Ext3Options),
-    /// nilfs2: log-structured placement ([`super::nilfs2`]).
-    Nilfs2(Nilfs2Options),
+/// Which file system a host runs: its name and, from its validated mount
+/// options, the host mechanisms it uses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FsType {
+    /// The registered name.
+    pub name: &'static str,
+    pub alloc: Alloc,
+    pub layer: Layer,
+}
+
+impl Default for FsType {
+    /// ext2, the 2003 host's file system.
+    fn default() -> Self {
+        FsType {
+            name: "ext2",
+            alloc: Alloc::Prealloc,
+            layer: Layer::Plain,
+        }
+    }
 }
 
 impl FsType {
     /// The registered name.
     pub fn name(&self) -> &'static str {
-        match self {
-            FsType::Ext2 => "ext2",
-            FsType::Ext3(_) => "ext3",
-            FsType::Nilfs2(_) => "nilfs2",
-        }
+        self.name
     }
+}
+
+/// How data blocks of a regular file are allocated ([`super::alloc`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Alloc {
+    /// ext2's 8-block preallocation per open file.
+    #[default]
+    Prealloc,
+    /// ext3's per-inode reservation windows ([`super::ext3`]).
+    Reservations,
+}
+
+/// What the host adds on top of ext2's layout.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Layer {
+    /// Nothing: metadata and data are written home by writeback and fsync.
+    #[default]
+    Plain,
+    /// jbd's journal: metadata (and with `data=journal` data) committed by
+    /// kjournald ([`super::ext3`]).
+    Journal(Ext3Options),
+    /// A log: segctord appends every dirty block to segments
+    /// ([`super::nilfs2`]).
+    Log(Nilfs2Options),
 }
 
 /// One mount option, `key=value` (`value` empty for a bare `key`).
@@ -55,7 +94,7 @@ pub struct FileSystemType {
 
 fn build_ext2(options: &[(&str, &str)]) -> Result<FsType, String> {
     match options.first() {
-        None => Ok(FsType::Ext2),
+        None => Ok(FsType::default()),
         Some((k, _)) => Err(format!("ext2 takes no mount options here (got {k:?})")),
     }
 }
@@ -74,7 +113,13 @@ pub const EXT3: FileSystemType = FileSystemType {
     name: "ext3",
     about: "ext2's layout with jbd's journal: kjournald commits, data=ordered|writeback|journal",
     keys: &["data=writeback|ordered|journal", "commit=5"],
-    build: |options| ext3::parse_options(options).map(FsType::Ext3),
+    build: |options| {
+        ext3::parse_options(options).map(|o| FsType {
+            name: "ext3",
+            alloc: Alloc::Reservations,
+            layer: Layer::Journal(o),
+        })
+    },
 };
 
 /// nilfs2 (`super::nilfs2`), likewise.
@@ -82,7 +127,13 @@ pub const NILFS2: FileSystemType = FileSystemType {
     name: "nilfs2",
     about: "log-structured: segctord appends dirty blocks to 8 MiB segments, reads follow",
     keys: &["blocks_per_segment=2048"],
-    build: |options| nilfs2::parse_options(options).map(FsType::Nilfs2),
+    build: |options| {
+        nilfs2::parse_options(options).map(|o| FsType {
+            name: "nilfs2",
+            alloc: Alloc::Prealloc,
+            layer: Layer::Log(o),
+        })
+    },
 };
 
 /// Every registered file system.
@@ -96,8 +147,18 @@ pub fn lookup(name: &str) -> Option<&'static FileSystemType> {
 /// Mount `name` with `options` (`"data=writeback,commit=5"`, or empty):
 /// the [`FsType`] or an error naming the option at fault.
 pub fn mount(name: &str, options: &str) -> Result<FsType, String> {
-    let Some(t) = lookup(name) else {
-        let names: Vec<&str> = FILE_SYSTEMS.iter().map(|t| t.name).collect();
+    mount_with(FILE_SYSTEMS, name, options)
+}
+
+/// [`mount`] with the file systems of `file_systems` (a test's registry
+/// with a toy).
+pub fn mount_with(
+    file_systems: &[FileSystemType],
+    name: &str,
+    options: &str,
+) -> Result<FsType, String> {
+    let Some(t) = file_systems.iter().find(|t| t.name == name) else {
+        let names: Vec<&str> = file_systems.iter().map(|t| t.name).collect();
         return Err(format!(
             "unknown file system {name:?} ({})",
             names.join(", ")
@@ -120,9 +181,10 @@ mod tests {
 
     #[test]
     fn names_resolve_and_bad_options_name_themselves() {
-        assert_eq!(mount("ext2", ""), Ok(FsType::Ext2));
-        assert!(matches!(mount("ext3", "data=journal"), Ok(FsType::Ext3(_))));
-        assert!(matches!(mount("nilfs2", ""), Ok(FsType::Nilfs2(_))));
+        assert_eq!(mount("ext2", ""), Ok(FsType::default()));
+        let ext3 = mount("ext3", "data=journal").unwrap();
+        assert!(matches!(ext3.layer, Layer::Journal(_)) && ext3.alloc == Alloc::Reservations);
+        assert!(matches!(mount("nilfs2", "").unwrap().layer, Layer::Log(_)));
         let e = mount("ext3", "data=sloppy").unwrap_err();
         assert!(e.contains("data") && e.contains("sloppy"), "{e}");
         let e = mount("ext3", "commit=0").unwrap_err();

@@ -107,11 +107,12 @@
 //! slices plus their key offsets, `(n − 1) × (180 − 40) ms`, and its own
 //! FIFO expiry; that is not promised through the trait.
 
+use super::cfq_common::{
+    self, Fifo, Settings, CLOSE_THR, HW_QUEUE_MIN, HW_TAG_SAMPLES, JIFFY, MIN_TT, SLICE_SCALE,
+};
 use crate::queue::MergeOutcome;
 use crate::stats::{Ewma, SeekHistory};
-use crate::{
-    BackSeek, Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables,
-};
+use crate::{Dispatch, MergeRule, Scheduler, SchedulerType, SortedQueue, Tunable, Tunables};
 use elevator_core::{
     Duration, GroupId, GroupTree, Instant, IoClass, Op, QueueLimits, Request, RequestId, Sector,
     TaskId, IOPRIO_LEVELS,
@@ -119,30 +120,20 @@ use elevator_core::{
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 
+mod groups;
+mod idle;
+mod select;
+
 /// Requests a queue may have in the driver per round (`cfq_quantum`): 8 in
 /// 2.6.33 and later (3.10 source); 2.6.2x sources read 4. Whether 2.6.32
 /// itself had 4 or 8 is unverified.
 pub const QUANTUM: i64 = 8;
-/// FIFO deadline of sync requests, HZ/8 (`cfq_fifo_expire[1]`).
-pub const FIFO_EXPIRE_SYNC_MS: i64 = 125;
-/// FIFO deadline of async requests, HZ/4 (`cfq_fifo_expire[0]`).
-pub const FIFO_EXPIRE_ASYNC_MS: i64 = 250;
-/// Longest backward seek the elevator takes, 16 MiB (`cfq_back_max`).
-pub const BACK_SEEK_MAX_KIB: i64 = 16 * 1024;
-/// A backward seek counts this many times its distance (`cfq_back_penalty`).
-pub const BACK_SEEK_PENALTY: i64 = 2;
-/// Base sync slice, HZ/10 (`cfq_slice_sync`).
-pub const SLICE_SYNC_MS: i64 = 100;
-/// Base async slice, HZ/25 (`cfq_slice_async`).
-pub const SLICE_ASYNC_MS: i64 = 40;
-/// Base async request budget per slice (`cfq_slice_async_rq`).
-pub const SLICE_ASYNC_RQ: i64 = 2;
-/// Idling wait for a sync queue's next request, HZ/125 (`cfq_slice_idle`).
-pub const SLICE_IDLE_MS: i64 = 8;
+pub use super::cfq_common::{
+    BACK_SEEK_MAX_KIB, BACK_SEEK_PENALTY, FIFO_EXPIRE_ASYNC_MS, FIFO_EXPIRE_SYNC_MS, LOW_LATENCY,
+    SLICE_ASYNC_MS, SLICE_ASYNC_RQ, SLICE_IDLE_MS, SLICE_SYNC_MS,
+};
 /// Idling wait for a group's next request, HZ/125 (`cfq_group_idle`, 2.6.37+).
 pub const GROUP_IDLE_MS: i64 = 8;
-/// Slice scaling and async ramp-up on (`cfq_latency`, 2.6.33+).
-pub const LOW_LATENCY: i64 = 1;
 /// Round length low_latency aims for, 300 ms (`cfq_target_latency`, 3.x).
 pub const TARGET_LATENCY_MS: i64 = 300;
 
@@ -151,24 +142,12 @@ pub const TARGET_LATENCY_MS: i64 = 300;
 pub const GROUP_WEIGHT_DEFAULT: u32 = elevator_core::DEFAULT_WEIGHT;
 
 const HZ: i64 = 1_000_000_000;
-/// One jiffy at HZ = 1000.
-const JIFFY: Duration = Duration::from_millis(1);
 /// Idle-class grace and group/idle-queue push-back, HZ/5 (`CFQ_IDLE_DELAY`).
 const IDLE_DELAY: Duration = Duration::from_millis(200);
-/// Shortest workload slice, 2 jiffies (`CFQ_MIN_TT`).
-const MIN_TT: Duration = Duration::from_millis(2);
-/// Slice step per level is base / 5 (`CFQ_SLICE_SCALE`).
-const SLICE_SCALE: i64 = 5;
-/// Depth that means command queueing (`CFQ_HW_QUEUE_MIN`).
-const HW_QUEUE_MIN: u32 = 5;
-/// Samples before deciding `hw_tag`.
-const HW_TAG_SAMPLES: u32 = 50;
 /// Fixed-point shift of group fractions (`CFQ_SERVICE_SHIFT`).
 const SERVICE_SHIFT: u32 = 12;
 /// A request further than this from the previous one is a seek (`CFQQ_SEEK_THR`).
 const SEEK_THR: Sector = 8 * 100;
-/// A request this close to the head is "close" (`CFQQ_CLOSE_THR`, 4 MiB).
-const CLOSE_THR: Sector = 8 * 1024;
 /// On flash, a request smaller than this counts as a seek (`CFQQ_SECT_THR_NONROT`).
 const SECT_THR_NONROT: u32 = 2 * 32;
 /// Seeky: more than 32/8 of the last 32 requests were seeks (`CFQQ_SEEKY`).
@@ -180,86 +159,45 @@ const DEEP_QUEUED: usize = 4;
 /// Requests larger than a page dispatch at once while idling.
 const PAGE_BYTES: u64 = 4096;
 
+/// CFQ's common tunables ([`cfq_common::tunables`]) with 3.x's `quantum`
+/// and `low_latency` (slice scaling as well as the async ramp), and
+/// `group_idle` (2.6.37) after `slice_idle` and `target_latency` (3.x) last,
+/// as sysfs lists them.
+const TUNABLES: [Tunable; 12] = {
+    let common = cfq_common::tunables(
+        QUANTUM,
+        "requests a queue may have in the driver in one round",
+        "scale slices to target_latency and ramp async depth",
+    );
+    let mut all = [common[0]; 12];
+    let mut i = 1;
+    while i < 9 {
+        all[i] = common[i];
+        i += 1;
+    }
+    all[9] = Tunable {
+        name: "group_idle",
+        default: GROUP_IDLE_MS,
+        unit: "ms",
+        about: "idle wait for a group's next request",
+    };
+    all[10] = common[9];
+    all[11] = Tunable {
+        name: "target_latency",
+        default: TARGET_LATENCY_MS,
+        unit: "ms",
+        about: "round length low_latency aims for",
+    };
+    all
+};
+
 pub const TYPE: SchedulerType = SchedulerType {
     name: "cfq",
     aliases: &["cfq-iosched"],
     about:
         "per-task queues with time slices by I/O priority, idling, groups (Linux 2.6.33-3.x CFQ)",
     honours: &["ioprio", "weights", "groups"],
-    tunables: &[
-        Tunable {
-            name: "quantum",
-            default: QUANTUM,
-            unit: "requests",
-            about: "requests a queue may have in the driver in one round",
-        },
-        Tunable {
-            name: "fifo_expire_sync",
-            default: FIFO_EXPIRE_SYNC_MS,
-            unit: "ms",
-            about: "FIFO deadline of sync requests within their queue",
-        },
-        Tunable {
-            name: "fifo_expire_async",
-            default: FIFO_EXPIRE_ASYNC_MS,
-            unit: "ms",
-            about: "FIFO deadline of async requests within their queue",
-        },
-        Tunable {
-            name: "back_seek_max",
-            default: BACK_SEEK_MAX_KIB,
-            unit: "KiB",
-            about: "longest backward seek taken instead of wrapping",
-        },
-        Tunable {
-            name: "back_seek_penalty",
-            default: BACK_SEEK_PENALTY,
-            unit: "factor",
-            about: "cost of a backward seek relative to a forward one",
-        },
-        Tunable {
-            name: "slice_sync",
-            default: SLICE_SYNC_MS,
-            unit: "ms",
-            about: "base time slice of a sync queue (level 4)",
-        },
-        Tunable {
-            name: "slice_async",
-            default: SLICE_ASYNC_MS,
-            unit: "ms",
-            about: "base time slice of an async queue (level 4)",
-        },
-        Tunable {
-            name: "slice_async_rq",
-            default: SLICE_ASYNC_RQ,
-            unit: "requests",
-            about: "base request budget of an async slice",
-        },
-        Tunable {
-            name: "slice_idle",
-            default: SLICE_IDLE_MS,
-            unit: "ms",
-            about: "idle wait for a sync queue's next request (0: never idle)",
-        },
-        Tunable {
-            name: "group_idle",
-            default: GROUP_IDLE_MS,
-            unit: "ms",
-            about: "idle wait for a group's next request",
-        },
-        Tunable {
-            name: "low_latency",
-            default: LOW_LATENCY,
-            unit: "bool",
-            about: "scale slices to target_latency and ramp async depth",
-        },
-        Tunable {
-            name: "target_latency",
-            default: TARGET_LATENCY_MS,
-            unit: "ms",
-            about: "round length low_latency aims for",
-        },
-    ],
+    tunables: &TUNABLES,
     build: |t, limits| Box::new(Cfq::from_tunables(t, limits)),
 };
 
@@ -369,17 +307,15 @@ impl CfqGroup {
 /// One queue (`cfq_queue`).
 #[derive(Debug)]
 struct CfqQueue {
-    sorted: SortedQueue,
-    /// (deadline, id), earliest first.
-    fifo: BTreeSet<(Instant, RequestId)>,
-    fifo_time: FxHashMap<RequestId, Instant>,
-    next_rq: Option<RequestId>,
-    sync: bool,
-    class: WlClass,
-    level: u8,
-    group: usize,
     /// The task of a sync queue, until it exits.
     owner: Option<TaskId>,
+    group: usize,
+    class: WlClass,
+    level: u8,
+    sync: bool,
+    sorted: SortedQueue,
+    fifo: Fifo,
+    next_rq: Option<RequestId>,
     /// Busy: in a service tree.
     on_rr: bool,
     /// (tree index, key, sequence) while in a service tree.
@@ -409,15 +345,14 @@ struct CfqQueue {
 impl CfqQueue {
     fn new(sync: bool, class: WlClass, level: u8, group: usize, owner: Option<TaskId>) -> Self {
         CfqQueue {
-            sorted: SortedQueue::new(),
-            fifo: BTreeSet::new(),
-            fifo_time: FxHashMap::default(),
-            next_rq: None,
-            sync,
+            owner,
+            group,
             class,
             level,
-            group,
-            owner,
+            sync,
+            sorted: SortedQueue::new(),
+            fifo: Fifo::default(),
+            next_rq: None,
             on_rr: false,
             tree: None,
             prio_key: None,
@@ -465,25 +400,18 @@ struct TaskState {
 /// The CFQ policy.
 #[derive(Debug)]
 pub struct Cfq {
-    quantum: u32,
-    /// [async, sync]
-    fifo_expire: [Duration; 2],
-    back_seek: BackSeek,
-    /// [async, sync]
-    slice: [Duration; 2],
-    slice_async_rq: u32,
-    slice_idle: Duration,
+    /// The settings every CFQ has (`quantum` to `slice_idle`, `low_latency`).
+    conf: Settings,
     group_idle: Duration,
-    low_latency: bool,
     target_latency: Duration,
-    rotational: bool,
     rule: MergeRule,
+    rotational: bool,
 
-    queues: Vec<Option<CfqQueue>>,
-    free: Vec<QueueId>,
+    tasks: FxHashMap<TaskId, TaskState>,
     sync_queues: FxHashMap<TaskId, QueueId>,
     async_queues: FxHashMap<(u8, u8), QueueId>,
-    tasks: FxHashMap<TaskId, TaskState>,
+    queues: Vec<Option<CfqQueue>>,
+    free: Vec<QueueId>,
     /// Requests in the driver: their queue, and whether they were RT/BE
     /// when dispatched (a queue's class may change meanwhile).
     in_flight: FxHashMap<RequestId, (QueueId, bool)>,
@@ -529,32 +457,16 @@ impl Cfq {
     pub fn from_tunables(t: &Tunables, limits: &QueueLimits) -> Self {
         let ms = |name: &str| Duration::from_millis(t.get(name) as u64);
         let mut cfq = Cfq {
-            quantum: t.get("quantum").max(1) as u32,
-            fifo_expire: [ms("fifo_expire_async"), ms("fifo_expire_sync")],
-            back_seek: BackSeek {
-                max: t.get("back_seek_max") as u64 * 2,
-                penalty: t.get("back_seek_penalty").max(1) as u64,
-            },
-            slice: [ms("slice_async").max(JIFFY), ms("slice_sync").max(JIFFY)],
-            slice_async_rq: t.get("slice_async_rq").max(1) as u32,
-            slice_idle: ms("slice_idle"),
+            conf: Settings::read(t),
             group_idle: ms("group_idle"),
-            low_latency: t.get("low_latency") != 0,
             target_latency: ms("target_latency").max(JIFFY),
+            rule: cfq_common::merge_rule(limits),
             rotational: limits.rotational,
-            rule: MergeRule {
-                max_sectors: limits.max_sectors,
-                front_merges: true,
-                // Each queue has its own sorted list: merging stays within
-                // the queue (the kernel's cfq_allow_merge), which for a
-                // shared async queue spans tasks.
-                same_task: false,
-            },
-            queues: Vec::new(),
-            free: Vec::new(),
+            tasks: FxHashMap::default(),
             sync_queues: FxHashMap::default(),
             async_queues: FxHashMap::default(),
-            tasks: FxHashMap::default(),
+            queues: Vec::new(),
+            free: Vec::new(),
             in_flight: FxHashMap::default(),
             groups: Vec::new(),
             group_index: FxHashMap::default(),
@@ -630,13 +542,13 @@ impl Cfq {
 
     /// The base slice of a queue: `base + base/5 × (4 − level)`.
     fn prio_slice(&self, sync: bool, level: u8) -> Duration {
-        let base = self.slice[usize::from(sync)].nanos() as i64;
+        let base = self.conf.slice[usize::from(sync)].nanos() as i64;
         let s = base + base / SLICE_SCALE * (4 - i64::from(level));
         Duration(s.max(0) as u64)
     }
 
     fn iops_mode(&self) -> bool {
-        self.slice_idle == Duration::ZERO && self.hw_tag != 0
+        self.conf.slice_idle == Duration::ZERO && self.hw_tag != 0
     }
 
     fn ncq_flash(&self) -> bool {
@@ -652,38 +564,6 @@ impl Cfq {
         !q.slice_new && now >= q.slice_end
     }
 
-    /// Busy queues of `class` in group `g`.
-    fn busy_wl(&self, g: usize, class: WlClass) -> u32 {
-        let t = &self.groups[g].trees;
-        match class {
-            WlClass::Idle => t[IDLE_TREE].count(),
-            c => WL_TYPES
-                .iter()
-                .map(|&ty| t[tree_index(c, ty)].count())
-                .sum(),
-        }
-    }
-
-    fn busy_async(&self, g: usize) -> u32 {
-        let t = &self.groups[g].trees;
-        t[tree_index(WlClass::Rt, WlType::Async)].count()
-            + t[tree_index(WlClass::Be, WlType::Async)].count()
-    }
-
-    /// Averaged busy queues of a class: rises at once, decays slowly.
-    fn group_avg_queues(&mut self, g: usize, class: WlClass) -> u32 {
-        let busy = self.busy_wl(g, class);
-        let avg = &mut self.groups[g].busy_queues_avg[class as usize];
-        let (lo, hi) = ((*avg).min(busy), (*avg).max(busy));
-        *avg = ((HIST_DIVISOR - 1) * hi + lo + HIST_DIVISOR / 2) / HIST_DIVISOR;
-        *avg
-    }
-
-    /// `target_latency` times the group's share.
-    fn group_slice(&self, g: usize) -> Duration {
-        Duration((self.target_latency.nanos() * self.groups[g].vfraction) >> SERVICE_SHIFT)
-    }
-
     /// The slice a queue gets now: its level's, scaled to `target_latency`
     /// under `low_latency` when its class has many busy queues.
     fn scaled_slice(&mut self, id: QueueId) -> Duration {
@@ -692,7 +572,7 @@ impl Cfq {
             (q.sync, q.level, q.class, q.group)
         };
         let mut slice = self.prio_slice(sync, level).nanos();
-        if self.low_latency {
+        if self.conf.low_latency {
             // The kernel indexes with "is RT": IDLE queues count BE's.
             let avg_class = if class == WlClass::Rt {
                 WlClass::Rt
@@ -700,11 +580,11 @@ impl Cfq {
                 WlClass::Be
             };
             let iq = u64::from(self.group_avg_queues(g, avg_class));
-            let sync_slice = self.slice[1].nanos();
+            let sync_slice = self.conf.slice[1].nanos();
             let expect = sync_slice * iq;
             let group_slice = self.group_slice(g).nanos();
             if expect > group_slice {
-                let base_low = 2 * self.slice_idle.nanos();
+                let base_low = 2 * self.conf.slice_idle.nanos();
                 let low = slice.min(base_low * slice / sync_slice);
                 slice = (slice * group_slice / expect).max(low);
             }
@@ -722,43 +602,15 @@ impl Cfq {
 
     // ----- requests within a queue ----------------------------------------
 
-    /// The better of two requests of queue `id` for a head at `last`: the
-    /// one-way elevator with bounded, penalised back seeks.
-    fn choose_req(
-        &self,
-        id: QueueId,
-        a: Option<RequestId>,
-        b: Option<RequestId>,
-        last: Sector,
-    ) -> Option<RequestId> {
-        let (x, y) = match (a, b) {
-            (None, b) => return b,
-            (a, None) => return a,
-            (Some(x), Some(y)) if x == y => return b,
-            (Some(x), Some(y)) => (x, y),
-        };
-        let sorted = &self.q(id).sorted;
-        let (r1, r2) = (
-            sorted.get(x).expect("queued"),
-            sorted.get(y).expect("queued"),
-        );
-        Some(if self.back_seek.prefers(r1, r2, last) {
-            x
-        } else {
-            y
-        })
-    }
-
-    /// The next request after dispatching `last` (still queued): the better
-    /// of its successor (wrapping to the first) and its predecessor.
-    fn find_next_rq(&self, id: QueueId, last: RequestId) -> Option<RequestId> {
-        let sorted = &self.q(id).sorted;
-        let next = sorted
-            .next_after(last)
-            .or_else(|| sorted.first().filter(|&f| f != last));
-        let prev = sorted.prev_before(last);
-        let pos = sorted.get(last).expect("queued").sector;
-        self.choose_req(id, next, prev, pos)
+    /// Make `candidate`, newly queued or grown by a merge, queue `id`'s
+    /// next request if the elevator prefers it from `last`
+    /// (`cfq_choose_req`); whether the next request changed.
+    fn offer_next(&mut self, id: QueueId, candidate: RequestId, last: Sector) -> bool {
+        let back_seek = self.conf.back_seek;
+        let q = self.qm(id);
+        let before = q.next_rq;
+        q.next_rq = cfq_common::choose_req(&q.sorted, &back_seek, before, Some(candidate), last);
+        q.next_rq != before
     }
 
     fn prio_tree_remove(&mut self, id: QueueId) {
@@ -782,131 +634,6 @@ impl Cfq {
     }
 
     // ----- groups -------------------------------------------------------------
-
-    fn group_idx(&mut self, id: GroupId) -> usize {
-        if let Some(&i) = self.group_index.get(&id) {
-            return i;
-        }
-        let (parent, weight) = self
-            .group_conf
-            .get(&id)
-            .copied()
-            .unwrap_or((Some(GroupId::ROOT), GROUP_WEIGHT_DEFAULT));
-        let parent = parent.map(|p| self.group_idx(p));
-        let idx = self.groups.len();
-        self.groups.push(CfqGroup::new(parent, weight));
-        self.group_index.insert(id, idx);
-        idx
-    }
-
-    /// Put group `g` on the group tree and work out its share (3.x
-    /// `cfq_group_service_tree_add`): activate it and its ancestors, then
-    /// compound leaf_weight/children_weight and weight/parent's
-    /// children_weight up to the root.
-    fn group_tree_add(&mut self, g: usize) {
-        let seq = self.next_seq();
-        let key = (self.groups[g].vdisktime, seq);
-        self.group_tree.insert((key.0, key.1, g));
-        self.groups[g].tree_key = Some(key);
-
-        let mut vfr: u64 = 1 << SERVICE_SHIFT;
-        let mut propagate = self.groups[g].nr_active == 0;
-        self.groups[g].nr_active += 1;
-        self.groups[g].children_weight += u64::from(self.groups[g].leaf_weight);
-        vfr = vfr * u64::from(self.groups[g].leaf_weight) / self.groups[g].children_weight;
-        let mut pos = g;
-        while let Some(parent) = self.groups[pos].parent {
-            let w = u64::from(self.groups[pos].weight);
-            if propagate {
-                propagate = self.groups[parent].nr_active == 0;
-                self.groups[parent].nr_active += 1;
-                self.groups[parent].children_weight += w;
-            }
-            vfr = vfr * w / self.groups[parent].children_weight;
-            pos = parent;
-        }
-        self.groups[g].vfraction = vfr.max(1);
-    }
-
-    /// Undo `group_tree_add`.
-    fn group_tree_del(&mut self, g: usize) {
-        if let Some((k, s)) = self.groups[g].tree_key.take() {
-            self.group_tree.remove(&(k, s, g));
-        }
-        self.groups[g].nr_active -= 1;
-        let mut propagate = self.groups[g].nr_active == 0;
-        self.groups[g].children_weight -= u64::from(self.groups[g].leaf_weight);
-        let mut pos = g;
-        while propagate {
-            self.groups[pos].vfraction = 0;
-            let Some(parent) = self.groups[pos].parent else {
-                break;
-            };
-            self.groups[parent].nr_active -= 1;
-            propagate = self.groups[parent].nr_active == 0;
-            self.groups[parent].children_weight -= u64::from(self.groups[pos].weight);
-            pos = parent;
-        }
-    }
-
-    fn group_notify_queue_add(&mut self, g: usize) {
-        self.groups[g].nr_cfqq += 1;
-        if self.groups[g].tree_key.is_some() {
-            return;
-        }
-        // A group becoming busy goes to the back of the group tree.
-        self.groups[g].vdisktime = match self.group_tree.iter().next_back() {
-            Some(&(v, _, _)) => v + IDLE_DELAY.nanos(),
-            None => self.min_vdisktime,
-        };
-        self.group_tree_add(g);
-    }
-
-    fn group_notify_queue_del(&mut self, g: usize) {
-        self.groups[g].nr_cfqq -= 1;
-        if self.groups[g].nr_cfqq > 0 {
-            return;
-        }
-        self.group_tree_del(g);
-        self.groups[g].saved_workload = None;
-    }
-
-    /// Disk time queue `id` used in its slice.
-    fn slice_usage(&self, id: QueueId, now: Instant) -> Duration {
-        let q = self.q(id);
-        match q.slice_start {
-            // Expired before (or just at) its first completion: charge the
-            // time since its first dispatch, so seeks are not free.
-            Some(start) if now.since(start) >= JIFFY => now.since(start).min(q.allocated_slice),
-            _ => now.since(q.dispatch_start).max(JIFFY),
-        }
-    }
-
-    /// Charge group `g` for the slice queue `id` just ended.
-    fn group_served(&mut self, g: usize, id: QueueId, now: Instant) {
-        let nr_sync = i64::from(self.groups[g].nr_cfqq)
-            - i64::from(self.busy_async(g))
-            - i64::from(self.groups[g].trees[IDLE_TREE].count());
-        debug_assert!(nr_sync >= 0);
-        let mut charge = self.slice_usage(id, now);
-        let q = self.q(id);
-        if self.iops_mode() {
-            charge = JIFFY.mul(u64::from(q.slice_dispatch));
-        } else if !q.sync && nr_sync == 0 {
-            charge = q.allocated_slice;
-        }
-        if self.groups[g].tree_key.is_some() {
-            let vfr = self.groups[g].vfraction.max(1);
-            self.group_tree_del(g);
-            self.groups[g].vdisktime += (charge.nanos() << SERVICE_SHIFT) / vfr;
-            self.group_tree_add(g);
-        }
-        // Remember the workload state the group was in.
-        self.groups[g].saved_workload = match self.workload_expires {
-            Some(e) if e > now => Some((e.since(now), self.serving_class, self.serving_type)),
-            _ => None,
-        };
-    }
 
     // ----- service trees ----------------------------------------------------
 
@@ -1004,16 +731,8 @@ impl Cfq {
     // ----- queues of tasks ----------------------------------------------------
 
     fn alloc_queue(&mut self, q: CfqQueue) -> QueueId {
-        match self.free.pop() {
-            Some(id) => {
-                self.queues[id.0 as usize] = Some(q);
-                id
-            }
-            None => {
-                self.queues.push(Some(q));
-                QueueId(self.queues.len() as u32 - 1)
-            }
-        }
+        let free = self.free.pop().map(|id| id.0);
+        QueueId(cfq_common::slab_insert(&mut self.queues, free, q))
     }
 
     /// Drop a sync queue whose task exited once nothing refers to it.
@@ -1066,12 +785,7 @@ impl Cfq {
             self.sync_queues.insert(r.task, id);
             id
         } else {
-            // Class NONE shares the level-4 async queue (IOPRIO_NORM).
-            let level = if r.prio.class() == IoClass::None {
-                4
-            } else {
-                level
-            };
+            let level = cfq_common::async_level(r.prio, level);
             let key = (class as u8, level);
             if let Some(&id) = self.async_queues.get(&key) {
                 return id;
@@ -1087,7 +801,7 @@ impl Cfq {
 
     /// Think time, seekiness, idle window, preemption (`cfq_rq_enqueued`).
     fn rq_enqueued(&mut self, id: QueueId, r: &Request, now: Instant) {
-        let limit = self.slice_idle.mul(2);
+        let limit = self.conf.slice_idle.mul(2);
         let (sync, g, tree) = {
             let q = self.q(id);
             (q.sync, q.group, q.tree)
@@ -1141,478 +855,9 @@ impl Cfq {
         }
     }
 
-    /// Whether a sync queue should keep idling (`cfq_update_idle_window`).
-    fn update_idle_window(&mut self, id: QueueId, task: TaskId) {
-        let slice_idle = self.slice_idle;
-        let ttime = self.tasks.get(&task).map(|t| t.ttime);
-        let q = self.qm(id);
-        if !q.sync || q.class == WlClass::Idle {
-            return;
-        }
-        if q.sorted.len() >= DEEP_QUEUED {
-            q.deep = true;
-        }
-        let noidle = q
-            .next_rq
-            .and_then(|n| q.sorted.get(n))
-            .is_some_and(|n| n.noidle);
-        let mut enable = q.idle_window;
-        if noidle || ttime.is_none() || slice_idle == Duration::ZERO || (!q.deep && q.seeky()) {
-            enable = false;
-        } else if let Some(t) = ttime.filter(|t| t.valid()) {
-            enable = t.mean() <= slice_idle.nanos();
-        }
-        q.idle_window = enable;
-    }
-
-    /// Whether a request for queue `new` should preempt the active queue
-    /// (`cfq_should_preempt`).
-    fn should_preempt(&self, new: QueueId, r: &Request, now: Instant) -> bool {
-        let Some(a) = self.active else { return false };
-        let (n, q) = (self.q(new), self.q(a));
-        if n.class == WlClass::Idle {
-            return false;
-        }
-        if q.class == WlClass::Idle {
-            return true;
-        }
-        if q.class == WlClass::Rt && n.class != WlClass::Rt {
-            return false;
-        }
-        if is_sync(r) && !q.sync {
-            return true;
-        }
-        if n.group != q.group {
-            return false;
-        }
-        if self.slice_used(a, now) {
-            return true;
-        }
-        if self.serving_type == WlType::SyncNoidle
-            && n.wl_type() == WlType::SyncNoidle
-            && n.tree
-                .is_some_and(|(ti, _, _)| self.groups[n.group].trees[ti].count() == 2)
-            && q.sorted.is_empty()
-        {
-            return true;
-        }
-        if n.class == WlClass::Rt && q.class != WlClass::Rt {
-            return true;
-        }
-        // Metadata preempts regular I/O (REQ_PRIO, `prio_pending`).
-        if r.meta && !q.sorted.iter().any(|p| p.meta) {
-            return true;
-        }
-        if q.sorted.is_empty() && !self.should_idle(a) {
-            return true;
-        }
-        if self.active_task.is_none() || !q.wait_request {
-            return false;
-        }
-        r.sector.abs_diff(self.last_position) <= CLOSE_THR
-    }
-
-    /// Queue `id` takes over: the active queue expires keeping its
-    /// leftover, `id` goes to the front of its tree with a fresh slice.
-    fn preempt_queue(&mut self, id: QueueId, now: Instant) {
-        let old_type = self.active.map(|a| self.q(a).wl_type());
-        self.expire_active(true, now);
-        let (g, ty) = {
-            let q = self.q(id);
-            (q.group, q.wl_type())
-        };
-        if old_type != Some(ty) {
-            self.groups[g].saved_workload = None;
-        }
-        debug_assert!(self.q(id).on_rr);
-        self.service_tree_add(id, true, now);
-        let q = self.qm(id);
-        q.slice_end = Instant::ZERO;
-        q.slice_new = true;
-    }
-
     // ----- idling -----------------------------------------------------------
 
-    /// Whether to idle on queue `id` when it runs dry (`cfq_should_idle`).
-    fn should_idle(&self, id: QueueId) -> bool {
-        let q = self.q(id);
-        if self.slice_idle == Duration::ZERO || q.class == WlClass::Idle {
-            return false;
-        }
-        if q.idle_window && !self.ncq_flash() {
-            return true;
-        }
-        // Otherwise only the last queue of its tree idles ("idle at the end
-        // of the SYNC_NOIDLE tree"), if the tree's think time is short.
-        let Some((ti, _, _)) = q.tree else {
-            return false;
-        };
-        let st = &self.groups[q.group].trees[ti];
-        st.count() == 1 && q.sync && !Self::thinktime_big(&st.ttime, self.slice_idle)
-    }
-
-    /// Arm the idle timer on the active queue, now empty (`cfq_arm_slice_timer`).
-    fn arm_slice_timer(&mut self, now: Instant) {
-        let Some(a) = self.active else { return };
-        if self.ncq_flash() {
-            return;
-        }
-        let mut group_idle = Duration::ZERO;
-        if !self.should_idle(a) {
-            if self.group_idle == Duration::ZERO {
-                return;
-            }
-            group_idle = self.group_idle;
-        }
-        let q = self.q(a);
-        if q.dispatched > 0 {
-            return;
-        }
-        // The task has exited: nothing will come.
-        let Some(ts) = self.active_task.and_then(|t| self.tasks.get(&t)) else {
-            return;
-        };
-        // Think time longer than what is left of the slice: don't idle.
-        if ts.ttime.valid() && q.slice_end.since(now).nanos() < ts.ttime.mean() {
-            return;
-        }
-        if group_idle != Duration::ZERO && self.groups[q.group].nr_cfqq > 1 {
-            return;
-        }
-        let wait = if group_idle == Duration::ZERO {
-            self.slice_idle
-        } else {
-            group_idle
-        };
-        self.qm(a).wait_request = true;
-        self.idle_timer = Some(now + wait);
-    }
-
-    /// The idle timer fires (`cfq_idle_slice_timer`), run lazily at the
-    /// first call after its time, with the time it was due: nothing else
-    /// happened in between.
-    fn fire_idle_timer(&mut self, now: Instant) {
-        let Some(at) = self.idle_timer else { return };
-        if at > now {
-            return;
-        }
-        self.idle_timer = None;
-        let Some(a) = self.active else { return };
-        let q = self.q(a);
-        if q.must_dispatch {
-            return;
-        }
-        if !self.slice_used(a, at) {
-            if self.busy_queues == 0 || !q.sorted.is_empty() {
-                return;
-            }
-            self.qm(a).deep = false;
-        }
-        self.expire_active(false, at);
-    }
-
-    /// Whether to extend the slice of a group's last queue to keep the
-    /// group backlogged (`cfq_should_wait_busy`).
-    fn should_wait_busy(&self, id: QueueId, now: Instant) -> bool {
-        let q = self.q(id);
-        let g = &self.groups[q.group];
-        if !q.sorted.is_empty() || g.nr_cfqq > 1 {
-            return false;
-        }
-        if Self::thinktime_big(&g.ttime, self.group_idle) {
-            return false;
-        }
-        if self.slice_used(id, now) {
-            return true;
-        }
-        let left = q.slice_end.since(now);
-        if let Some(ts) = self.active_task.and_then(|t| self.tasks.get(&t)) {
-            if ts.ttime.valid() && left.nanos() < ts.ttime.mean() {
-                return true;
-            }
-        }
-        left <= JIFFY
-    }
-
     // ----- selection -----------------------------------------------------------
-
-    fn set_active(&mut self, id: QueueId, now: Instant) {
-        let q = self.qm(id);
-        q.slice_start = None;
-        q.dispatch_start = now;
-        q.allocated_slice = Duration::ZERO;
-        q.slice_end = Instant::ZERO;
-        q.slice_dispatch = 0;
-        q.wait_request = false;
-        q.must_dispatch = false;
-        q.fifo_checked = false;
-        q.slice_new = true;
-        self.idle_timer = None;
-        self.active = Some(id);
-    }
-
-    fn expire_active(&mut self, timed_out: bool, now: Instant) {
-        if let Some(a) = self.active {
-            self.expire_queue(a, timed_out, now);
-        }
-    }
-
-    /// End queue `id`'s slice (`__cfq_slice_expired`); `timed_out` keeps
-    /// what was left of it for the queue's next key.
-    fn expire_queue(&mut self, id: QueueId, timed_out: bool, now: Instant) {
-        if self.active == Some(id) {
-            self.idle_timer = None;
-        }
-        {
-            let q = self.qm(id);
-            q.wait_request = false;
-            q.wait_busy = false;
-        }
-        if timed_out {
-            let resid = if self.q(id).slice_new {
-                self.scaled_slice(id).nanos() as i64
-            } else {
-                ns(self.q(id).slice_end) - ns(now)
-            };
-            self.qm(id).slice_resid = resid;
-        }
-        let g = self.q(id).group;
-        self.group_served(g, id, now);
-        if self.q(id).on_rr && self.q(id).sorted.is_empty() {
-            self.del_cfqq_rr(id);
-        }
-        self.resort_rr_list(id, now);
-        if self.active == Some(id) {
-            self.active = None;
-        }
-        self.active_task = None;
-        self.maybe_free(id);
-    }
-
-    /// Another sync, non-seeky queue of the same group and RT-ness with its
-    /// next request within 4 MiB of the head (`cfq_close_cooperator`).
-    fn close_cooperator(&self, cur: QueueId) -> Option<QueueId> {
-        let c = self.q(cur);
-        if c.class == WlClass::Idle || !c.sync || c.seeky() {
-            return None;
-        }
-        if self.groups[c.group].nr_cfqq == 1 {
-            return None;
-        }
-        let tree = &self.prio_trees[c.level as usize];
-        let pos = self.last_position;
-        let after = tree
-            .range((pos, QueueId(0))..)
-            .find(|&&(_, q)| q != cur)
-            .copied();
-        let before = tree
-            .range(..(pos, QueueId(0)))
-            .rev()
-            .find(|&&(_, q)| q != cur)
-            .copied();
-        let (sector, cand) = match (before, after) {
-            (Some(b), Some(a)) => {
-                if pos - b.0 <= a.0 - pos {
-                    b
-                } else {
-                    a
-                }
-            }
-            (Some(x), None) | (None, Some(x)) => x,
-            (None, None) => return None,
-        };
-        if sector.abs_diff(pos) > CLOSE_THR {
-            return None;
-        }
-        let n = self.q(cand);
-        if n.group != c.group
-            || !n.sync
-            || n.seeky()
-            || (n.class == WlClass::Rt) != (c.class == WlClass::Rt)
-        {
-            return None;
-        }
-        Some(cand)
-    }
-
-    /// Pick the workload type: the tree whose first queue has the lowest key.
-    fn choose_wl_type(&self, g: usize, class: WlClass) -> WlType {
-        let mut best: Option<(i64, WlType)> = None;
-        for ty in WL_TYPES {
-            if let Some((k, _)) = self.groups[g].trees[tree_index(class, ty)].first() {
-                let lower = match best {
-                    None => true,
-                    Some((bk, _)) => k < bk,
-                };
-                if lower {
-                    best = Some((k, ty));
-                }
-            }
-        }
-        best.map_or(WlType::SyncNoidle, |(_, ty)| ty)
-    }
-
-    /// Class (RT, then BE, then IDLE) and workload type with its slice
-    /// (`choose_wl_class_and_type`).
-    fn choose_class_and_type(&mut self, g: usize, now: Instant) {
-        let original = self.serving_class;
-        let class = if self.busy_wl(g, WlClass::Rt) > 0 {
-            WlClass::Rt
-        } else if self.busy_wl(g, WlClass::Be) > 0 {
-            WlClass::Be
-        } else {
-            self.serving_class = WlClass::Idle;
-            self.workload_expires = Some(now + JIFFY);
-            return;
-        };
-        self.serving_class = class;
-        if original == class {
-            let count = self.groups[g].trees[tree_index(class, self.serving_type)].count();
-            if count > 0 && self.workload_expires.is_some_and(|e| now <= e) {
-                return;
-            }
-        }
-        let ty = self.choose_wl_type(g, class);
-        self.serving_type = ty;
-        let count = u64::from(self.groups[g].trees[tree_index(class, ty)].count());
-        // The workload's share of the group slice: its queues over all the
-        // class's busy queues.
-        let busy = self.groups[g].busy_queues_avg[class as usize].max(self.busy_wl(g, class));
-        let mut slice = self.group_slice(g).nanos() * count / u64::from(busy.max(1));
-        if ty == WlType::Async {
-            let cap = self.target_latency.nanos() * u64::from(self.busy_async(g))
-                / u64::from(self.busy_queues.max(1));
-            slice = slice.min(cap);
-            slice = slice * self.slice[0].nanos() / self.slice[1].nanos();
-        } else {
-            slice = slice.max(2 * self.slice_idle.nanos());
-        }
-        let slice = Duration(slice).max(MIN_TT);
-        self.workload_expires = Some(now + slice);
-    }
-
-    /// The leftmost group, restoring its saved workload state
-    /// (`cfq_choose_cfqg`). False if no group is busy.
-    fn choose_group(&mut self, now: Instant) -> bool {
-        let Some(&(v, _, g)) = self.group_tree.iter().next() else {
-            return false;
-        };
-        self.min_vdisktime = self.min_vdisktime.max(v);
-        self.serving_group = g;
-        match self.groups[g].saved_workload {
-            Some((left, class, ty)) => {
-                self.workload_expires = Some(now + left);
-                self.serving_type = ty;
-                self.serving_class = class;
-            }
-            None => self.workload_expires = None,
-        }
-        self.choose_class_and_type(g, now);
-        true
-    }
-
-    fn next_queue(&self) -> Option<QueueId> {
-        if self.rq_queued == 0 {
-            return None;
-        }
-        let g = &self.groups[self.serving_group];
-        g.trees[tree_index(self.serving_class, self.serving_type)]
-            .first()
-            .map(|(_, q)| q)
-    }
-
-    /// The grace period an IDLE-class queue waits for: none while it is
-    /// over, else until when.
-    fn idle_class_wait(&self, now: Instant) -> Option<Instant> {
-        if self.nonidle_in_flight > 0 {
-            return Some(Instant::NEVER);
-        }
-        let end = self.last_nonidle_end + IDLE_DELAY;
-        (now < end).then_some(end)
-    }
-
-    /// Keep the active queue or choose the next (`cfq_select_queue`).
-    /// `None`: dispatch nothing now.
-    fn select_queue(&mut self, now: Instant) -> Option<QueueId> {
-        let mut cooperator = None;
-        if let Some(a) = self.active {
-            if self.rq_queued == 0 {
-                return None;
-            }
-            let (g, empty, dispatched, wait_busy, must_dispatch) = {
-                let q = self.q(a);
-                (
-                    q.group,
-                    q.sorted.is_empty(),
-                    q.dispatched,
-                    q.wait_busy,
-                    q.must_dispatch,
-                )
-            };
-            // Whether to go to the group-idle check (else expire now).
-            let check_group_idle = if wait_busy && !empty {
-                false
-            } else if self.slice_used(a, now) && !must_dispatch {
-                // Slice used while idling for the group to get busy: let
-                // the last request complete.
-                if self.groups[g].nr_cfqq == 1 && empty && dispatched > 0 && self.should_idle(a) {
-                    return None;
-                }
-                true
-            } else if !empty {
-                return Some(a);
-            } else if let Some(c) = self.close_cooperator(a) {
-                cooperator = Some(c);
-                false
-            } else if self.idle_timer.is_some() {
-                return None;
-            } else {
-                // A deep seeky queue on a device faster than it can feed
-                // it: stop idling on it.
-                let q = self.qm(a);
-                if q.seeky()
-                    && q.idle_window
-                    && (q.slice_new
-                        || q.slice_end.since(now)
-                            > q.slice_start.map_or(Duration::ZERO, |s| now.since(s)))
-                {
-                    q.deep = false;
-                    q.idle_window = false;
-                }
-                if dispatched > 0 && self.should_idle(a) {
-                    return None;
-                }
-                true
-            };
-            if check_group_idle {
-                let grp = &self.groups[g];
-                if self.group_idle != Duration::ZERO
-                    && grp.nr_cfqq == 1
-                    && grp.dispatched > 0
-                    && !Self::thinktime_big(&grp.ttime, self.group_idle)
-                {
-                    return None;
-                }
-            }
-            self.expire_active(false, now);
-        }
-        let next = match cooperator {
-            Some(c) => Some(c),
-            None => {
-                if !self.choose_group(now) {
-                    return None;
-                }
-                if self.serving_class == WlClass::Idle && self.idle_class_wait(now).is_some() {
-                    return None;
-                }
-                self.next_queue()
-            }
-        };
-        if let Some(n) = next {
-            self.set_active(n, now);
-        }
-        next
-    }
 
     /// Whether queue `id` may send another request now (`cfq_may_dispatch`).
     fn may_dispatch(&self, id: QueueId, now: Instant) -> bool {
@@ -1625,7 +870,7 @@ impl Cfq {
         if self.rq_in_flight[1] > 0 && !q.sync {
             return false;
         }
-        let mut max = (self.quantum / 2).max(1);
+        let mut max = (self.conf.quantum / 2).max(1);
         if q.class == WlClass::Idle {
             max = 1;
         }
@@ -1635,22 +880,22 @@ impl Cfq {
             }
             // The only sync queue may go deep: it preempts async anyway.
             let promote_sync = q.sync && self.busy_sync_queues == 1;
-            let slice_used_soon =
-                q.slice_new || now + self.slice_idle.mul(u64::from(q.dispatched)) > q.slice_end;
+            let slice_used_soon = q.slice_new
+                || now + self.conf.slice_idle.mul(u64::from(q.dispatched)) > q.slice_end;
             if self.busy_queues > 1 && slice_used_soon && !promote_sync {
                 return false;
             }
             max = if self.busy_queues == 1 || promote_sync {
                 u32::MAX
             } else {
-                self.quantum
+                self.conf.quantum
             };
         }
         // Async depth ramps up with the time since a sync request was
         // last delayed.
-        if !q.sync && self.low_latency {
+        if !q.sync && self.conf.low_latency {
             let since = (ns(now) - self.last_delayed_sync).max(0) as u64;
-            let mut depth = (since / self.slice[1].nanos()).min(u64::from(u32::MAX)) as u32;
+            let mut depth = (since / self.conf.slice[1].nanos()).min(u64::from(u32::MAX)) as u32;
             if depth == 0 && q.dispatched == 0 {
                 depth = 1;
             }
@@ -1661,14 +906,10 @@ impl Cfq {
 
     /// Take `rid` off queue `id` and account it as in the driver.
     fn dispatch_insert(&mut self, id: QueueId, rid: RequestId) -> Request {
-        let next = self.find_next_rq(id, rid);
+        let back_seek = self.conf.back_seek;
         let q = self.qm(id);
-        q.next_rq = next;
-        let fifo_time = q
-            .fifo_time
-            .remove(&rid)
-            .expect("queued request has a deadline");
-        q.fifo.remove(&(fifo_time, rid));
+        q.next_rq = cfq_common::find_next_rq(&q.sorted, &back_seek, rid);
+        q.fifo.remove(rid);
         let request = q.sorted.remove(rid).expect("queued");
         q.dispatched += 1;
         let (g, sync, class) = (q.group, q.sync, q.class);
@@ -1763,24 +1004,15 @@ impl Scheduler for Cfq {
         let q = self.qm(id);
         match q.sorted.merge(request, &rule) {
             MergeOutcome::None(request) => {
-                let deadline = now + self.fifo_expire[usize::from(sync)];
+                let deadline = now + self.conf.fifo_expire[usize::from(sync)];
                 let rid = request.id;
-                let info = Request {
-                    merged: Vec::new(),
-                    ..request.clone()
-                };
                 let q = self.qm(id);
-                q.fifo.insert((deadline, rid));
-                q.fifo_time.insert(rid, deadline);
-                q.sorted.insert(request);
+                let info = cfq_common::enqueue(&mut q.sorted, &mut q.fifo, request, deadline);
                 self.rq_queued += 1;
                 if !self.q(id).on_rr {
                     self.add_cfqq_rr(id, now);
                 }
-                let prev = self.q(id).next_rq;
-                let next = self.choose_req(id, prev, Some(rid), last_position);
-                self.qm(id).next_rq = next;
-                if next != prev {
+                if self.offer_next(id, rid, last_position) {
                     self.prio_tree_update(id);
                 }
                 self.rq_enqueued(id, &info, now);
@@ -1792,23 +1024,11 @@ impl Scheduler for Cfq {
                 // A bio merge: no new request, no statistics. The survivor
                 // keeps the earlier FIFO place of the two.
                 if let Some(gone) = absorbed_queued {
-                    let q = self.qm(id);
-                    let gone_time = q.fifo_time.remove(&gone).expect("queued");
-                    q.fifo.remove(&(gone_time, gone));
-                    let mine = q.fifo_time[&survivor];
-                    if gone_time < mine {
-                        q.fifo.remove(&(mine, survivor));
-                        q.fifo.insert((gone_time, survivor));
-                        q.fifo_time.insert(survivor, gone_time);
-                    }
-                    if q.next_rq == Some(gone) {
-                        q.next_rq = Some(survivor);
-                    }
                     self.rq_queued -= 1;
+                    let q = self.qm(id);
+                    q.fifo.absorb(gone, survivor, &mut q.next_rq);
                 }
-                let prev = self.q(id).next_rq;
-                let next = self.choose_req(id, prev, Some(survivor), last_position);
-                self.qm(id).next_rq = next;
+                self.offer_next(id, survivor, last_position);
                 self.prio_tree_update(id);
             }
         }
@@ -1819,34 +1039,22 @@ impl Scheduler for Cfq {
         if self.busy_queues == 0 {
             return Dispatch::Empty;
         }
-        let Some(id) = self.select_queue(now) else {
-            return self.hold(now);
+        let id = match self.select_queue(now) {
+            Some(id) if self.may_dispatch(id, now) => id,
+            _ => return self.hold(now),
         };
-        if !self.may_dispatch(id, now) {
-            return self.hold(now);
-        }
-        // The FIFO is looked at once per slice.
-        let fifo_rq = {
-            let q = self.qm(id);
-            if q.fifo_checked {
-                None
-            } else {
-                q.fifo_checked = true;
-                q.fifo
-                    .iter()
-                    .next()
-                    .filter(|&&(deadline, _)| now >= deadline)
-                    .map(|&(_, rid)| rid)
-            }
-        };
-        let rid = fifo_rq
-            .or(self.q(id).next_rq)
+        // The FIFO is looked at once per slice; else the elevator's next.
+        let q = self.qm(id);
+        let rid = q
+            .fifo
+            .expired_once(&mut q.fifo_checked, now)
+            .or(q.next_rq)
             .expect("a selected queue has requests");
         let request = self.dispatch_insert(id, rid);
         if self.active_task.is_none() {
             self.active_task = Some(request.task);
         }
-        let async_rq = self.slice_async_rq;
+        let async_rq = self.conf.slice_async_rq;
         let q = self.qm(id);
         q.slice_dispatch += 1;
         q.must_dispatch = false;
@@ -1892,7 +1100,7 @@ impl Scheduler for Cfq {
                 None => tree_index(q.class, q.wl_type()),
             };
             self.groups[g].trees[ti].last_end_request = now;
-            if request.arrival + self.fifo_expire[1] <= now {
+            if request.arrival + self.conf.fifo_expire[1] <= now {
                 self.last_delayed_sync = ns(now);
             }
         }
@@ -1905,10 +1113,10 @@ impl Scheduler for Cfq {
                 self.qm(id).slice_new = false;
             }
             if self.should_wait_busy(id, now) {
-                let extend = if self.slice_idle == Duration::ZERO {
+                let extend = if self.conf.slice_idle == Duration::ZERO {
                     self.group_idle
                 } else {
-                    self.slice_idle
+                    self.conf.slice_idle
                 };
                 let q = self.qm(id);
                 q.slice_end = now + extend;
@@ -1927,22 +1135,23 @@ impl Scheduler for Cfq {
         self.rq_queued
     }
 
-    fn task_exited(&mut self, task: TaskId, now: Instant) {
-        self.fire_idle_timer(now);
-        self.tasks.remove(&task);
-        if let Some(id) = self.sync_queues.remove(&task) {
-            self.qm(id).owner = None;
-            if self.active == Some(id) {
-                self.expire_queue(id, false, now);
-            }
-            self.maybe_free(id);
-        }
-    }
-
     /// None: RT starves BE and IDLE, and IDLE waits for all other I/O (see
     /// the module documentation for what holds with BE alone).
     fn starvation_bound(&self, _service: Duration, _max_queued: usize) -> Option<Duration> {
         None
+    }
+
+    fn task_exited(&mut self, task: TaskId, now: Instant) {
+        self.fire_idle_timer(now);
+        self.tasks.remove(&task);
+        let Some(id) = self.sync_queues.remove(&task) else {
+            return;
+        };
+        self.qm(id).owner = None;
+        if self.active == Some(id) {
+            self.expire_queue(id, false, now);
+        }
+        self.maybe_free(id);
     }
 
     /// The invariants of the module docs: a queue is in a service tree
@@ -2016,333 +1225,4 @@ impl Scheduler for Cfq {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use elevator_core::IoPrio;
-
-    const MS: u64 = 1_000_000;
-
-    fn at(ms: u64) -> Instant {
-        Instant(ms * MS)
-    }
-
-    fn read(id: u64, task: u32, sector: Sector, prio: IoPrio) -> Request {
-        Request {
-            prio,
-            ..Request::read(id, task, sector, 64)
-        }
-    }
-
-    fn take(d: Dispatch) -> Request {
-        match d {
-            Dispatch::Request(r) => r,
-            other => panic!("expected a request, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn slices_follow_the_kernel_table() {
-        let s = Cfq::new(&QueueLimits::default());
-        let sync: Vec<u64> = (0..8).map(|l| s.prio_slice(true, l).nanos() / MS).collect();
-        let asy: Vec<u64> = (0..8)
-            .map(|l| s.prio_slice(false, l).nanos() / MS)
-            .collect();
-        assert_eq!(sync, vec![180, 160, 140, 120, 100, 80, 60, 40]);
-        assert_eq!(asy, vec![72, 64, 56, 48, 40, 32, 24, 16]);
-    }
-
-    #[test]
-    fn choose_req_prefers_forward_then_short_back_seeks() {
-        let mut s = Cfq::new(&QueueLimits::default());
-        for (id, sector) in [(1, 10_000), (2, 9_000), (3, 100_000)] {
-            s.insert(read(id, 1, sector, IoPrio::be(4)), Instant::ZERO);
-        }
-        let q = s.sync_queues[&TaskId(1)];
-        let pick =
-            |s: &Cfq, a, b, last| s.choose_req(q, Some(RequestId(a)), Some(RequestId(b)), last);
-        // Head at 9_500: 10_000 is 500 ahead, 9_000 is 500 behind (×2).
-        assert_eq!(pick(&s, 1, 2, 9_500), Some(RequestId(1)));
-        // Head at 9_200: 800 ahead vs 200 behind ×2 = 400.
-        assert_eq!(pick(&s, 1, 2, 9_200), Some(RequestId(2)));
-        // Head far beyond both: more than back_seek_max (32768 sectors)
-        // behind, both wrap; the lower sector goes first.
-        assert_eq!(pick(&s, 1, 2, 200_000), Some(RequestId(2)));
-        // One wrapped, one ahead: ahead wins however far.
-        assert_eq!(pick(&s, 2, 3, 60_000), Some(RequestId(3)));
-    }
-
-    #[test]
-    fn rt_before_be_before_idle() {
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(read(1, 1, 1_000, IoPrio::idle()), Instant::ZERO);
-        s.insert(read(2, 2, 2_000, IoPrio::be(0)), Instant::ZERO);
-        s.insert(read(3, 3, 3_000, IoPrio::rt(7)), Instant::ZERO);
-        let mut t = at(300);
-        let mut order = Vec::new();
-        for _ in 0..3 {
-            // Let idling and the idle-class grace run out between requests.
-            let r = loop {
-                match s.dispatch(t) {
-                    Dispatch::Request(r) => break r,
-                    Dispatch::Wait { until } => t = until.min(t + Duration::from_secs(1)),
-                    Dispatch::Empty => panic!("requests are queued"),
-                }
-            };
-            order.push(r.id.0);
-            t += Duration::from_millis(5);
-            s.complete(&r, t);
-        }
-        assert_eq!(order, vec![3, 2, 1]);
-    }
-
-    #[test]
-    fn idle_class_waits_for_the_grace_period() {
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(read(1, 1, 1_000, IoPrio::be(4)), at(1_000));
-        let r = take(s.dispatch(at(1_000)));
-        s.complete(&r, at(1_010));
-        s.task_exited(TaskId(1), at(1_010));
-        s.insert(read(2, 2, 5_000, IoPrio::idle()), at(1_020));
-        assert_eq!(s.dispatch(at(1_020)), Dispatch::Wait { until: at(1_210) });
-        assert!(matches!(s.dispatch(at(1_210)), Dispatch::Request(r) if r.id.0 == 2));
-    }
-
-    #[test]
-    fn idles_on_a_sync_queue_and_resumes_on_its_next_request() {
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(read(1, 1, 1_000, IoPrio::be(4)), Instant::ZERO);
-        let r = take(s.dispatch(Instant::ZERO));
-        s.complete(&r, at(5));
-        // Another task's far-away request must wait for the idle window.
-        s.insert(read(2, 2, 900_000, IoPrio::be(4)), at(6));
-        assert_eq!(s.dispatch(at(6)), Dispatch::Wait { until: at(13) });
-        // The idling task comes back within the window: served at once.
-        s.insert(read(3, 1, 1_064, IoPrio::be(4)), at(7));
-        assert_eq!(take(s.dispatch(at(7))).id.0, 3);
-    }
-
-    #[test]
-    fn the_idle_window_runs_out_and_the_next_queue_is_served() {
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(read(1, 1, 1_000, IoPrio::be(4)), Instant::ZERO);
-        let r = take(s.dispatch(Instant::ZERO));
-        s.complete(&r, at(5));
-        s.insert(read(2, 2, 900_000, IoPrio::be(4)), at(6));
-        assert_eq!(s.dispatch(at(6)), Dispatch::Wait { until: at(13) });
-        assert_eq!(take(s.dispatch(at(13))).id.0, 2);
-    }
-
-    #[test]
-    fn rt_preempts_an_idling_be_queue() {
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(read(1, 1, 1_000, IoPrio::be(0)), Instant::ZERO);
-        let r = take(s.dispatch(Instant::ZERO));
-        s.complete(&r, at(5));
-        s.insert(read(2, 2, 900_000, IoPrio::rt(7)), at(6));
-        assert_eq!(take(s.dispatch(at(6))).id.0, 2);
-    }
-
-    #[test]
-    fn sync_waits_for_async_in_the_driver_to_drain() {
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(Request::write(1, 1, 50_000, 64), Instant::ZERO);
-        let w = take(s.dispatch(Instant::ZERO));
-        // A read preempts the async queue but does not join a write in the
-        // driver.
-        s.insert(read(2, 2, 1_000, IoPrio::be(4)), at(1));
-        assert_eq!(
-            s.dispatch(at(1)),
-            Dispatch::Wait {
-                until: Instant::NEVER
-            }
-        );
-        s.complete(&w, at(3));
-        assert_eq!(take(s.dispatch(at(3))).id.0, 2);
-    }
-
-    #[test]
-    fn async_waits_while_sync_is_in_the_driver() {
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(read(1, 1, 1_000, IoPrio::be(4)), Instant::ZERO);
-        s.insert(Request::write(2, 2, 50_000, 64), Instant::ZERO);
-        let r = take(s.dispatch(Instant::ZERO));
-        assert_eq!(r.id.0, 1);
-        // The reader's queue idles with its read in flight; the write waits.
-        assert_eq!(
-            s.dispatch(at(1)),
-            Dispatch::Wait {
-                until: Instant::NEVER
-            }
-        );
-        s.complete(&r, at(4));
-        assert!(matches!(s.dispatch(at(4)), Dispatch::Wait { .. }));
-        // After the idle window the write goes.
-        assert_eq!(take(s.dispatch(at(12))).id.0, 2);
-    }
-
-    #[test]
-    fn an_expired_request_is_served_first_in_a_new_slice() {
-        // Task 1's queue: an old request far out, a newer one near the head.
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(read(1, 1, 500_000, IoPrio::be(4)), Instant::ZERO);
-        s.insert(read(2, 1, 1_000, IoPrio::be(4)), at(1));
-        assert_eq!(take(s.dispatch(at(200))).id.0, 1);
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(read(1, 1, 500_000, IoPrio::be(4)), Instant::ZERO);
-        s.insert(read(2, 1, 1_000, IoPrio::be(4)), at(1));
-        assert_eq!(take(s.dispatch(at(2))).id.0, 2);
-    }
-
-    #[test]
-    fn merges_stay_within_a_queue() {
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.insert(read(1, 1, 0, IoPrio::be(4)), Instant::ZERO);
-        s.insert(read(2, 2, 64, IoPrio::be(4)), Instant::ZERO);
-        assert_eq!(s.queued(), 2);
-        s.insert(read(3, 1, 64 + 64 + 1000, IoPrio::be(4)), Instant::ZERO);
-        s.insert(read(4, 1, 64, IoPrio::be(4)), Instant::ZERO);
-        // 4 joins 1 (same task), not 2; async writes of two tasks in the
-        // same class share a queue and merge.
-        assert_eq!(s.queued(), 3);
-        s.insert(Request::write(5, 3, 9_000, 8), Instant::ZERO);
-        s.insert(Request::write(6, 4, 9_008, 8), Instant::ZERO);
-        assert_eq!(s.queued(), 4);
-    }
-
-    #[test]
-    fn detects_command_queueing_from_the_depth_it_sees() {
-        use crate::harness::{Case, Layout, Options, Phase, Run, TaskScript, REGION};
-        // A reader keeping 10 requests in the system, 1000 sectors apart,
-        // on a 32-deep driver completing one a millisecond: CFQ sees a
-        // depth of 10, never the 32 the limits allow.
-        let limits = QueueLimits {
-            queue_depth: 32,
-            ..QueueLimits::default()
-        };
-        let reads = Phase::reads(100, 64, Layout::Strided { stride: 1_000 });
-        let reader = TaskScript {
-            outstanding: 10,
-            ..TaskScript::new(1, REGION, vec![reads])
-        };
-        let case = Case::serial(vec![reader], limits, Duration::from_millis(1));
-        let mut run = Run::new(Box::new(Cfq::new(&limits)), &case, &Options::default());
-        // Undecided while the first requests go out.
-        run.run_until(Instant::ZERO).unwrap();
-        assert_eq!(run.policy().hw_tag(), -1);
-        run.run_until(at(60)).unwrap();
-        assert_eq!(run.policy().hw_tag(), 1);
-        run.run_to_end().unwrap();
-        run.finish().unwrap();
-    }
-
-    /// Closed-loop sequential readers of 64 sectors (think time zero, one
-    /// request each) on the harness's serial device, depth 1, every request
-    /// served in `service`, from time zero to `end`: requests each task got.
-    fn run_readers(prios: &[IoPrio], service: Duration, end: Instant) -> Vec<u64> {
-        let groups = vec![GroupId::ROOT; prios.len()];
-        run_grouped_readers(
-            Cfq::new(&QueueLimits::default()),
-            prios,
-            &groups,
-            service,
-            end,
-        )
-    }
-
-    /// The same with task `i` in `groups[i]`, under `s`. Task ids count
-    /// from 0; every wait stays within CFQ's starvation bound (checked).
-    fn run_grouped_readers(
-        s: Cfq,
-        prios: &[IoPrio],
-        groups: &[GroupId],
-        service: Duration,
-        end: Instant,
-    ) -> Vec<u64> {
-        use crate::harness::{Case, Layout, Options, Phase, Run, TaskScript, REGION};
-        let tasks = (0..prios.len() as u32)
-            .map(|i| {
-                // 8 M sectors apart: 17 readers fit the default 80 GB.
-                let base = REGION + u64::from(i) * 8_000_000;
-                let reads = Phase::reads(u32::MAX, 64, Layout::Sequential);
-                TaskScript {
-                    prio: prios[i as usize],
-                    group: groups[i as usize],
-                    ..TaskScript::new(i, base, vec![reads])
-                }
-            })
-            .collect();
-        let case = Case::serial(tasks, QueueLimits::default(), service);
-        let mut run = Run::new(Box::new(s), &case, &Options::default());
-        let checked = run.run_until(end).and_then(|()| run.finish());
-        checked.unwrap_or_else(|v| panic!("{v}"));
-        (0..prios.len() as u32)
-            .map(|i| run.stats(TaskId(i)).requests())
-            .collect()
-    }
-
-    #[test]
-    fn be_levels_share_time_in_the_ratio_of_their_slices() {
-        let done = run_readers(
-            &[IoPrio::be(0), IoPrio::be(7)],
-            Duration::from_millis(2),
-            at(20_000),
-        );
-        let ratio = done[0] as f64 / done[1] as f64;
-        println!(
-            "be/0 {} requests, be/7 {} requests, ratio {ratio:.2} (slices 180:40 = 4.5)",
-            done[0], done[1]
-        );
-        assert!((4.0..5.0).contains(&ratio), "{ratio}");
-    }
-
-    #[test]
-    fn rt_takes_the_disk_with_shares_falling_by_level() {
-        let mut prios: Vec<IoPrio> = (0..8).map(IoPrio::rt).collect();
-        prios.extend((0..8).map(IoPrio::be));
-        prios.push(IoPrio::idle());
-        let done = run_readers(&prios, Duration::from_millis(2), at(30_000));
-        println!("requests served per task (rt0..7, be0..7, idle): {done:?}");
-        let rt = &done[..8];
-        assert!(rt.iter().all(|&n| n > 0), "an RT level got nothing: {rt:?}");
-        assert!(
-            rt.windows(2).all(|w| w[0] > w[1]),
-            "RT shares do not fall: {rt:?}"
-        );
-        assert!(
-            done[8..].iter().all(|&n| n == 0),
-            "BE/IDLE got disk time: {done:?}"
-        );
-    }
-
-    #[test]
-    fn groups_share_the_disk_by_weight() {
-        let mut tree = GroupTree::default();
-        let heavy = tree.add("heavy", GroupId::ROOT, 200, Default::default());
-        let light = tree.add("light", GroupId::ROOT, 100, Default::default());
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.set_group_tree(&tree);
-        let prios = [IoPrio::be(4), IoPrio::be(4)];
-        let done = run_grouped_readers(
-            s,
-            &prios,
-            &[heavy, light],
-            Duration::from_millis(2),
-            at(20_000),
-        );
-        let ratio = done[0] as f64 / done[1] as f64;
-        println!(
-            "weight 200 group: {} requests, weight 100 group: {} requests, ratio {ratio:.2}",
-            done[0], done[1]
-        );
-        assert!((1.7..2.3).contains(&ratio), "{ratio}");
-        // Same weights: even shares.
-        let mut tree = GroupTree::default();
-        let a = tree.add("a", GroupId::ROOT, 100, Default::default());
-        let b = tree.add("b", GroupId::ROOT, 100, Default::default());
-        let mut s = Cfq::new(&QueueLimits::default());
-        s.set_group_tree(&tree);
-        let done = run_grouped_readers(s, &prios, &[a, b], Duration::from_millis(2), at(20_000));
-        let ratio = done[0] as f64 / done[1] as f64;
-        assert!((0.9..1.1).contains(&ratio), "{ratio}");
-    }
-}
+mod tests;

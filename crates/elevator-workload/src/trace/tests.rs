@@ -323,13 +323,14 @@ mod replays {
     use super::*;
     use elevator_core::Instant;
     use elevator_core::Workload;
+    use elevator_sched::stack::{Origin, StackBuilder};
     use elevator_sim::{Engine, EngineConfig};
 
     fn run(text: &str, format: TraceFormat, mode: ReplayMode) -> (TraceReplay<&[u8]>, Instant) {
         let dev = elevator_device::open("nvme").unwrap();
         let limits = dev.limits();
-        let sched = elevator_sched::find("noop").unwrap().build_default(&limits);
-        let mut engine = Engine::new(sched, dev, EngineConfig::default());
+        let noop = StackBuilder::new("noop", Origin::command_line()).unwrap();
+        let (mut engine, _) = Engine::build(noop, dev, EngineConfig::default());
         let reader = TraceReader::new("t", text.as_bytes(), format);
         let mut replay = TraceReplay::new(reader, mode, limits.capacity, limits.max_sectors, 1);
         let summary = engine.run(&mut replay);
