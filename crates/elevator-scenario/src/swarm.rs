@@ -57,11 +57,16 @@ fn chance(prng: &mut Prng, p: f64) -> bool {
 
 /// The scenario text of run `seed` (deterministic).
 pub fn generate(seed: u64) -> Generated {
+    generate_from(seed, &devices())
+}
+
+/// [`generate`] drawing the device from `devices`: a seed found when the
+/// registry held fewer profiles replays with the list it had then.
+pub fn generate_from(seed: u64, devices: &[&str]) -> Generated {
     let mut prng = Prng::derive(seed, "swarm");
     let registry = elevator_sched::registry();
     let ty = pick(&mut prng, registry);
-    let devices = devices();
-    let device = pick(&mut prng, &devices).to_string();
+    let device = pick(&mut prng, devices).to_string();
     let mut t = String::new();
     let _ = writeln!(t, "name = \"swarm-{seed}\"");
     let _ = writeln!(
@@ -247,7 +252,12 @@ pub fn generate(seed: u64) -> Generated {
 /// A scenario the parser rejects counts as a failure too: the generator
 /// must only write valid files.
 pub fn run_one(seed: u64) -> Outcome {
-    let generated = generate(seed);
+    run_generated(generate(seed))
+}
+
+/// Run a generated scenario under the checker, as [`run_one`] does.
+pub fn run_generated(generated: Generated) -> Outcome {
+    let seed = generated.seed;
     let file = format!("swarm-{seed}.toml");
     let result = std::panic::catch_unwind(|| -> Result<(u64, u64), String> {
         let scenario = Scenario::parse(&file, &generated.text).map_err(|e| e.to_string())?;
