@@ -226,21 +226,41 @@ def _local(args, points, results, workers, bar) -> None:
                 bar.update(1)
 
 
+def _evaluate_batch(workload_args: Dict[str, Any], batch: List[Dict[str, Any]]) -> List[Any]:
+    """`evaluate` over several points in one Ray task, each point's error kept to itself."""
+    out: List[Any] = []
+    for point in batch:
+        try:
+            out.append(evaluate(workload_args, point))
+        except Exception as e:  # reported with its settings, as the local backend does
+            out.append([dict(_settings_row(point), error=f"{type(e).__name__}: {e}")])
+    return out
+
+
 def _ray(args, points, results, address, bar) -> None:
     import ray
 
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    task = ray.remote(num_cpus=1, max_retries=0)(evaluate)
+    # A run takes milliseconds, a Ray task costs about as much to schedule: points go out in
+    # batches, four per CPU of the cluster, so every CPU stays busy to the end.
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    size = max(1, -(-len(points) // (cpus * 4)))
+    batches = [list(range(i, min(i + size, len(points)))) for i in range(0, len(points), size)]
+    task = ray.remote(num_cpus=1, max_retries=0)(_evaluate_batch)
     args_ref = ray.put(args)
-    pending = {task.remote(args_ref, p): i for i, p in enumerate(points)}
+    pending = {task.remote(args_ref, [points[i] for i in b]): b for b in batches}
     while pending:
         done, _ = ray.wait(list(pending), num_returns=min(len(pending), 16), timeout=0.5)
         for ref in done:
-            i = pending.pop(ref)
+            batch = pending.pop(ref)
             try:
-                results[i] = ray.get(ref)
+                rows = ray.get(ref)
             except Exception as e:  # a worker that died: reported with its settings
-                results[i] = [dict(_settings_row(points[i]), error=f"{type(e).__name__}: {e}")]
+                rows = [
+                    [dict(_settings_row(points[i]), error=f"{type(e).__name__}: {e}")] for i in batch
+                ]
+            for i, r in zip(batch, rows):
+                results[i] = r
             if bar is not None:
-                bar.update(1)
+                bar.update(len(batch))
