@@ -601,38 +601,8 @@ impl FioStats {
 
     fn to_json(&self, agg: [u64; 3], plus: bool) -> Value {
         let total_ios = self.dirs[0].total_ios + self.dirs[1].total_ios;
-        let dist = |map: &[u64], total: u64| -> Vec<f64> {
-            map.iter()
-                .map(|&m| {
-                    if total == 0 {
-                        0.0
-                    } else {
-                        let v = m as f64 / total as f64 * 100.0;
-                        if v < 0.1 && m > 0 {
-                            0.1
-                        } else {
-                            v
-                        }
-                    }
-                })
-                .collect()
-        };
-        let lat_dist = |src: &[u64]| -> Vec<f64> {
-            src.iter()
-                .map(|&m| {
-                    if total_ios == 0 {
-                        0.0
-                    } else {
-                        let v = m as f64 / total_ios as f64 * 100.0;
-                        if v < 0.01 && m > 0 {
-                            0.01
-                        } else {
-                            v
-                        }
-                    }
-                })
-                .collect()
-        };
+        let dist = |map: &[u64], total: u64| percents(map, total, 0.1);
+        let lat_dist = |src: &[u64]| percents(src, total_ios, 0.01);
         let named = |names: &[&str], vals: Vec<f64>| -> Value {
             Value::Object(
                 names
@@ -835,6 +805,26 @@ pub fn render_json(
     let mut s = serde_json::to_string_pretty(&doc).expect("JSON values serialise");
     s.push('\n');
     s
+}
+
+/// Each count as a percentage of `total`, as fio's `show_*_dist` print them:
+/// a count that is not zero shows at least `floor` (fio's 0.1 for depths,
+/// 0.01 for latency buckets); all zero when `total` is.
+fn percents(counts: &[u64], total: u64, floor: f64) -> Vec<f64> {
+    counts
+        .iter()
+        .map(|&m| {
+            if total == 0 {
+                return 0.0;
+            }
+            let v = m as f64 / total as f64 * 100.0;
+            if v < floor && m > 0 {
+                floor
+            } else {
+                v
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
