@@ -243,10 +243,12 @@ def _ray(args, points, results, address, bar) -> None:
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     # A run takes milliseconds, a Ray task costs about as much to schedule: points go out in
-    # batches, four per CPU of the cluster, so every CPU stays busy to the end.
+    # batches, eight per CPU of the cluster. A batch takes every n-th point rather than a run of
+    # neighbours: the grid varies the policy slowest, and a batch of bfq runs costs several of
+    # noop, so contiguous batches leave one CPU working alone at the end.
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    size = max(1, -(-len(points) // (cpus * 4)))
-    batches = [list(range(i, min(i + size, len(points)))) for i in range(0, len(points), size)]
+    count = min(len(points), cpus * 8)
+    batches = [list(range(k, len(points), count)) for k in range(count)]
     task = ray.remote(num_cpus=1, max_retries=0)(_evaluate_batch)
     args_ref = ray.put(args)
     pending = {task.remote(args_ref, [points[i] for i in b]): b for b in batches}
