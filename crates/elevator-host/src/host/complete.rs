@@ -46,9 +46,7 @@ impl Host {
         }
         self.outstanding.remove(&tag.seq);
         if let Some(v) = self.file_writes.get_mut(&tag.owner.0) {
-            if let Some(i) = v.iter().position(|&s| s == tag.seq) {
-                v.swap_remove(i);
-            }
+            v.remove(&tag.seq);
             if v.is_empty() {
                 self.file_writes.remove(&tag.owner.0);
             }

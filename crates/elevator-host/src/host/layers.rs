@@ -110,7 +110,7 @@ impl Host {
             self.write_seq += 1;
             let seq = self.write_seq;
             self.outstanding.insert(seq);
-            self.file_writes.entry(owner.0).or_default().push(seq);
+            self.file_writes.entry(owner.0).or_default().insert(seq);
             self.writes_in_flight += 1;
             if self.is_congested(io) {
                 self.congested = true;

@@ -406,7 +406,10 @@ pub struct Host {
     unplug: bool,
     write_seq: u64,
     outstanding: BTreeSet<u64>,
-    file_writes: FxHashMap<u32, Vec<u64>>,
+    /// Each file's writes in flight, by sequence number (a completion removes
+    /// one, `fsync` waits for the lowest: both logarithmic, as a streaming
+    /// writer keeps thousands in flight under the 2.4 elevator).
+    file_writes: FxHashMap<u32, BTreeSet<u64>>,
     /// The group that dirtied each file (cgroup v2 writeback ownership).
     dirtier: FxHashMap<u32, GroupId>,
     wb_cursor: FxHashMap<u32, u64>,

@@ -164,7 +164,7 @@ impl Host {
             WaitCond::FileWrites { file, seq } => self
                 .file_writes
                 .get(&file.0)
-                .is_none_or(|v| v.iter().all(|&s| s > seq)),
+                .is_none_or(|v| v.first().is_none_or(|&s| s > seq)),
             WaitCond::AllWrites { seq } => self.outstanding.first().is_none_or(|&s| s > seq),
             WaitCond::Committed(tid) => match &self.fsl {
                 FsLayer::Journal(j) => j.committed >= tid,
