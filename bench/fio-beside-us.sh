@@ -22,7 +22,9 @@
 #
 # Usage: bench/fio-beside-us.sh [DIR] [RUNTIME]   (DIR: where the target
 #        file goes, default a scratch directory under target/; KEEP=DIR
-#        keeps the job files and the JSON documents in DIR)
+#        keeps the job files and the JSON documents in DIR; ROUNDS=N runs
+#        each job N times, fio and ours alternating, and the table shows
+#        the medians with each side's range: one run is the default)
 #        bench/fio-beside-us.sh keys             (regenerate the committed
 #        fio 3.33 key lists in crates/elevator-cli/tests/data)
 set -euo pipefail
@@ -147,23 +149,28 @@ if [ "${THROTTLE:-1}" = 1 ]; then
 fi
 
 echo "fio $(fio --version), elevator $($ELEVATOR --version | cut -d' ' -f2), kernel $(uname -r), target $TARGET"
-for j in $JOBS; do
-    run_in fio "$WORK/$j.fio" --filename="$TARGET" --output-format=json \
-        --output="$WORK/$j.fio.json" >/dev/null
-    # --allow-write: iometer-file-access-server writes (fio writes an
-    # existing file without asking; we do not).
-    run_in "$ELEVATOR" run "$WORK/$j.fio" --engine uring --filename "$TARGET" --allow-write \
-        --eta never --output-format json >"$WORK/$j.ours.json"
+ROUNDS=${ROUNDS:-1}
+echo "rounds: $ROUNDS (fio and ours alternating); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq 1 "$ROUNDS"); do
+    for j in $JOBS; do
+        run_in fio "$WORK/$j.fio" --filename="$TARGET" --output-format=json \
+            --output="$WORK/$j.fio.$r.json" >/dev/null
+        # --allow-write: iometer-file-access-server writes (fio writes an
+        # existing file without asking; we do not).
+        run_in "$ELEVATOR" run "$WORK/$j.fio" --engine uring --filename "$TARGET" \
+            --allow-write --eta never --output-format json >"$WORK/$j.ours.$r.json"
+    done
 done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 if [ -n "${KEEP:-}" ]; then # KEEP=DIR keeps the job files and both JSON documents
     mkdir -p "$KEEP"
     cp "$WORK"/*.fio "$WORK"/*.json "$KEEP/"
 fi
 
-python3 - "$WORK" $JOBS <<'EOF'
-import json, sys
-work, jobs = sys.argv[1], sys.argv[2:]
+python3 - "$WORK" "$ROUNDS" $JOBS <<'EOF'
+import json, statistics, sys
+work, rounds, jobs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def keyset(d):
     out = set()
     def walk(v, p):
@@ -178,24 +185,36 @@ def keyset(d):
             out.add(p)
     walk(d, '')
     return out
-print(f"| job file | job | dir | fio IOPS | ours IOPS | ours/fio | fio p99 µs | ours p99 µs | ours/fio | keys |")
+def p99(x):
+    return x['clat_ns'].get('percentile', {}).get('99.000000', 0) / 1000
+def med(xs):  # the median, and the range when there is more than one run
+    m = statistics.median(xs)
+    return f"{m:.0f}" if len(xs) == 1 else f"{m:.0f} ({min(xs):.0f}-{max(xs):.0f})"
+def ratio(a, b):
+    a, b = statistics.median(a), statistics.median(b)
+    return b / a if a else None
+print("| job file | job | dir | fio IOPS | ours IOPS | ours/fio | fio p99 µs | ours p99 µs "
+      "| ours/fio | keys |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 worst = 0.0
 for j in jobs:
-    f = json.load(open(f'{work}/{j}.fio.json'))
-    o = json.load(open(f'{work}/{j}.ours.json'))
-    ka, kb = keyset(f), keyset(o)
+    fs = [json.load(open(f'{work}/{j}.fio.{r}.json')) for r in range(1, rounds + 1)]
+    os_ = [json.load(open(f'{work}/{j}.ours.{r}.json')) for r in range(1, rounds + 1)]
+    ka = set.union(*map(keyset, fs))
+    kb = set.union(*map(keyset, os_))
     keys = 'same' if ka == kb else f'fio only {sorted(ka - kb)}, ours only {sorted(kb - ka)}'
-    for fj, oj in zip(f['jobs'], o['jobs']):
+    for k, fj in enumerate(fs[0]['jobs']):
         for d in ['read', 'write']:
-            a, b = fj[d], oj[d]
-            if a['total_ios'] == 0 and b['total_ios'] == 0:
+            a = [f['jobs'][k][d] for f in fs]
+            b = [o['jobs'][k][d] for o in os_]
+            if a[0]['total_ios'] == 0 and b[0]['total_ios'] == 0:
                 continue
-            p = lambda x: x['clat_ns'].get('percentile', {}).get('99.000000', 0) / 1000
-            ri = b['iops'] / a['iops'] if a['iops'] else float('nan')
-            rp = p(b) / p(a) if p(a) else float('nan')
-            worst = max(worst, abs(ri - 1), abs(rp - 1))
-            print(f"| {j} | {fj['jobname']} | {d} | {a['iops']:.0f} | {b['iops']:.0f} | {ri:.3f} "
-                  f"| {p(a):.0f} | {p(b):.0f} | {rp:.3f} | {keys} |")
-print(f"\nlargest difference from fio: {worst * 100:.1f} %")
+            ia, ib = [x['iops'] for x in a], [x['iops'] for x in b]
+            pa, pb = [p99(x) for x in a], [p99(x) for x in b]
+            ri, rp = ratio(ia, ib), ratio(pa, pb)
+            worst = max([worst] + [abs(r - 1) for r in (ri, rp) if r is not None])
+            show = lambda r: "-" if r is None else f"{r:.3f}"
+            print(f"| {j} | {fj['jobname']} | {d} | {med(ia)} | {med(ib)} | {show(ri)} "
+                  f"| {med(pa)} | {med(pb)} | {show(rp)} | {keys} |")
+print(f"\nlargest difference from fio (medians): {worst * 100:.1f} %")
 EOF
