@@ -105,7 +105,13 @@ fn deadline_mc_fsync_is_in_cfqs_range_because_2630_commits_synchronously() {
         median(&mc),
         median(&cfq)
     );
-    assert!(median(&dl) > 10.0 * median(&mc), "deadline {}", median(&dl));
+    // deadline's lie outside his cfq's range (writers that sleep on the
+    // shadowed inode block let its sweep wrap, so not 10x any more).
+    assert!(
+        median(&dl) > 0.572 && median(&dl) > 5.0 * median(&mc),
+        "deadline {}",
+        median(&dl)
+    );
 
     // The async batch is what deadline-mc's fsync still waits for.
     let short_batches = run_text(
@@ -137,7 +143,7 @@ fn deadline_mc_fsync_is_in_cfqs_range_because_2630_commits_synchronously() {
     let mc32 = fsync_times(&r32, "deadline-mc");
     println!("2.6.32: deadline-mc {mc32:?}");
     assert!(
-        median(&mc32) > 10.0 * median(&mc),
+        median(&mc32) > 1.0 && median(&mc32) > 5.0 * median(&mc),
         "2.6.32's asynchronous commit: {} against {}",
         median(&mc32),
         median(&mc)

@@ -72,7 +72,10 @@
 //!   inode when it extends the file (`i_disksize`) or when its mtime moves
 //!   to a new second (`file_update_time`; `s_time_gran` is one second on
 //!   ext3, fs/super.c `alloc_super`), so writers stall behind a timer
-//!   commit whose log writes wait in the elevator.
+//!   commit whose log writes wait in the elevator. Departure: only that
+//!   inode update asks; file creation and the bitmaps and indirect blocks
+//!   of an allocation (which an extending write's inode update already
+//!   covers) do not.
 //!
 //! The journal is one run of blocks in the middle of the file system:
 //! e2fsprogs' `write_journal_inode` (lib/ext2fs/mkjournal.c) sets the goal
