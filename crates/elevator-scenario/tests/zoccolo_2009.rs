@@ -105,7 +105,13 @@ fn deadline_mc_fsync_is_in_cfqs_range_because_2630_commits_synchronously() {
         median(&mc),
         median(&cfq)
     );
-    assert!(median(&dl) > 10.0 * median(&mc), "deadline {}", median(&dl));
+    // deadline's lie outside his cfq's range (writers that sleep on the
+    // shadowed inode block let its sweep wrap, so not 10x any more).
+    assert!(
+        median(&dl) > 0.572 && median(&dl) > 5.0 * median(&mc),
+        "deadline {}",
+        median(&dl)
+    );
 
     // The async batch is what deadline-mc's fsync still waits for.
     let short_batches = run_text(
@@ -137,11 +143,30 @@ fn deadline_mc_fsync_is_in_cfqs_range_because_2630_commits_synchronously() {
     let mc32 = fsync_times(&r32, "deadline-mc");
     println!("2.6.32: deadline-mc {mc32:?}");
     assert!(
-        median(&mc32) > 10.0 * median(&mc),
+        median(&mc32) > 1.0 && median(&mc32) > 5.0 * median(&mc),
         "2.6.32's asynchronous commit: {} against {}",
         median(&mc32),
         median(&mc)
     );
+}
+
+/// deadline's fsync under the dd writer: each timer commit's log writes
+/// (plain `WRITE`, mid-disk, off the writer's ascending sweep) wait in
+/// deadline's write FIFO up to `write_expire`, and meanwhile every
+/// `write(2)` that modifies its inode sleeps on the shadowed inode block
+/// (jbd's `BJ_Shadow`). The writer stops refilling the queue, the sweep
+/// runs out and wraps, and the tester's fsync no longer waits out two
+/// expiries in a row (Zoccolo: deadline 0.80-4.97 s; without the shadow
+/// wait ours were 10.1-19.3 s, median 17.9).
+#[test]
+fn writers_wait_for_shadowed_inode_blocks_so_deadlines_fsync_wraps() {
+    let r = run_text(&scenario_text("fsync-tester-2009-ext3"), &["deadline"]);
+    let dl = fsync_times(&r, "deadline");
+    let waits = extra(&r, "deadline", "pdflush", "ext3_shadow_waits");
+    println!("deadline {dl:?}, {waits} shadow waits");
+    assert!(waits > 0.0, "no write(2) met a shadowed inode block");
+    assert!(median(&dl) < 10.0, "median {} s", median(&dl));
+    assert!(dl[0] < 5.0, "shortest {} s", dl[0]);
 }
 
 /// tiotest's sequential read by 32 threads: CFQ's idle window gives each

@@ -64,6 +64,19 @@
 //!   without a window. Departure: windows are not moved when their goal
 //!   lies in the part of a window crossing into the next group.
 //!
+//! - **Shadowed buffers** (fs/jbd/transaction.c `do_get_write_access`,
+//!   fs/jbd/journal.c `journal_write_metadata_buffer`, v2.6.30): while a
+//!   commit writes a metadata block's copy to the log the buffer is
+//!   `BJ_Shadow`, and a handle that wants to modify it sleeps until the
+//!   log write is done ([`Journal::shadowed`]). A `write(2)` modifies its
+//!   inode when it extends the file (`i_disksize`) or when its mtime moves
+//!   to a new second (`file_update_time`; `s_time_gran` is one second on
+//!   ext3, fs/super.c `alloc_super`), so writers stall behind a timer
+//!   commit whose log writes wait in the elevator. Departure: only that
+//!   inode update asks; file creation and the bitmaps and indirect blocks
+//!   of an allocation (which an extending write's inode update already
+//!   covers) do not.
+//!
 //! The journal is one run of blocks in the middle of the file system:
 //! e2fsprogs' `write_journal_inode` (lib/ext2fs/mkjournal.c) sets the goal
 //! to the group holding the middle block; its size is
@@ -356,6 +369,9 @@ pub struct Committing {
     pub files: Vec<FileId>,
     /// Blocks of the log phase (all but the commit block).
     pub log_blocks: u64,
+    /// The metadata blocks it logs: in the log phase each is `BJ_Shadow`
+    /// (see [`Journal::shadowed`]).
+    pub meta: BTreeSet<u64>,
     /// Someone waits for it (`t_synchronous_commit`): its data and log
     /// writes are `WRITE_SYNC_PLUG`.
     pub synchronous: bool,
@@ -377,6 +393,8 @@ pub struct JournalStats {
     pub by_fsync: u64,
     pub by_size: u64,
     pub log_blocks: u64,
+    /// Handles that waited for a shadowed metadata block.
+    pub shadow_waits: u64,
 }
 
 /// jbd's journal of one file system.
@@ -400,6 +418,9 @@ pub struct Journal {
     /// Files whose inode was dirtied since their last fsync (the VFS's
     /// `I_DIRTY_SYNC | I_DIRTY_DATASYNC`, which 2.6.30's fsync tests).
     inode_dirty: FxHashSet<u32>,
+    /// Each written file's mtime, in whole seconds (see
+    /// [`Journal::mtime_changes`]).
+    mtime_sec: FxHashMap<u32, u64>,
     pub stats: JournalStats,
 }
 
@@ -426,6 +447,7 @@ impl Journal {
             requested_by: None,
             file_tid: FxHashMap::default(),
             inode_dirty: Default::default(),
+            mtime_sec: FxHashMap::default(),
             stats: JournalStats::default(),
         }
     }
@@ -568,9 +590,45 @@ impl Journal {
             seq,
             files: t.files.into_iter().collect(),
             log_blocks,
+            meta: t.meta,
             synchronous: t.synchronous,
         });
         self.committing.as_ref()
+    }
+
+    /// `do_get_write_access` (fs/jbd/transaction.c of v2.6.30) on metadata
+    /// block `block`: while the committing transaction writes its copy to
+    /// the log, the buffer is `BJ_Shadow` (`journal_write_metadata_buffer`,
+    /// fs/jbd/journal.c) and a handle that wants to modify it sleeps on
+    /// `BH_Unshadow` until kjournald has seen that log write complete
+    /// (`journal_commit_transaction`'s `wait_for_iobuf` loop, fs/jbd/commit.c,
+    /// before the commit block). Returns the sequence number of the log
+    /// phase's last write to wait for, or `None` if the block is not
+    /// shadowed. Before the log phase (`data=ordered`'s data writes) jbd
+    /// gives the handle a frozen copy instead (`b_frozen_data`) and it does
+    /// not wait; during the commit block the shadows are gone. Departure:
+    /// jbd lifts each shadow as its own log write completes, here all at
+    /// the end of the phase (its writes go out together and sort together).
+    pub fn shadowed(&self, block: u64) -> Option<u64> {
+        let c = self.committing.as_ref()?;
+        (c.phase == Phase::Log && c.meta.contains(&block)).then_some(c.seq)
+    }
+
+    /// Would a `write(2)` of `file` at `now` change its mtime?
+    /// `file_update_time` (fs/inode.c of v2.6.30) marks the inode dirty only
+    /// when the time changes, at the super block's `s_time_gran`, which
+    /// `alloc_super` (fs/super.c) sets to one second and ext3 leaves so: an
+    /// overwrite modifies the inode once a second, an extending write every
+    /// time (`i_disksize`, `ext3_writeback_write_end` and its siblings).
+    pub fn mtime_changes(&self, file: FileId, now: Instant) -> bool {
+        let sec = now.nanos() / Duration::from_secs(1).nanos();
+        self.mtime_sec.get(&file.0) != Some(&sec)
+    }
+
+    /// A `write(2)` of `file` set its mtime at `now`.
+    pub fn set_mtime(&mut self, file: FileId, now: Instant) {
+        let sec = now.nanos() / Duration::from_secs(1).nanos();
+        self.mtime_sec.insert(file.0, sec);
     }
 
     /// Take `n` blocks at the journal's head, wrapping: disk runs.
@@ -630,6 +688,37 @@ mod tests {
         assert_eq!(j.committed, 1);
         assert_eq!(j.take_log(4090), vec![(1000, 4000), (9000, 90)]);
         assert_eq!(j.take_log(8), vec![(9090, 6), (1000, 2)]);
+    }
+
+    /// A committing transaction's metadata blocks are shadowed while its
+    /// log is written, and only then; an overwrite touches the inode once a
+    /// second (`s_time_gran`), so only then does it ask.
+    #[test]
+    fn metadata_is_shadowed_during_the_log_phase_only() {
+        let mut j = Journal::new(Ext3Options::default(), vec![(1000, 4000)]);
+        j.dirty_meta(7, Some(FileId(3)), Instant::ZERO);
+        assert_eq!(
+            j.shadowed(7),
+            None,
+            "the running transaction shadows nothing"
+        );
+        j.timer(1);
+        j.start_commit(5).expect("the timer's commit");
+        assert_eq!(j.shadowed(7), Some(5), "the log phase's writes");
+        assert_eq!(j.shadowed(8), None, "not in the transaction");
+        j.committing.as_mut().unwrap().phase = Phase::CommitBlock;
+        assert_eq!(j.shadowed(7), None, "unshadowed before the commit block");
+        j.finish_commit();
+        assert_eq!(j.shadowed(7), None);
+
+        let f = FileId(3);
+        assert!(j.mtime_changes(f, Instant(1_200_000_000)), "never written");
+        j.set_mtime(f, Instant(1_200_000_000));
+        assert!(!j.mtime_changes(f, Instant(1_900_000_000)), "same second");
+        assert!(
+            j.mtime_changes(f, Instant(2_000_000_000)),
+            "the next second"
+        );
     }
 
     /// 2.6.30's fsync of a dirty inode makes the running transaction's

@@ -27,6 +27,33 @@ impl Host {
         }
     }
 
+    /// ext3: the log write to wait for before modifying metadata block
+    /// `block`, if a commit has it in flight ([`ext3::Journal::shadowed`]); counts
+    /// the wait.
+    pub(super) fn journal_shadowed(&mut self, block: u64) -> Option<u64> {
+        let FsLayer::Journal(j) = &mut self.fsl else {
+            return None;
+        };
+        let seq = j.shadowed(block)?;
+        j.stats.shadow_waits += 1;
+        Some(seq)
+    }
+
+    /// ext3: does a `write(2)` of `file` at `now` (extending it or not)
+    /// modify the inode ([`ext3::Journal::mtime_changes`])? If so the
+    /// mtime is taken as set: the caller either waits and asks again or
+    /// goes on to dirty the inode.
+    pub(super) fn inode_update_waits(&mut self, file: FileId, extends: bool, now: Instant) -> bool {
+        let FsLayer::Journal(j) = &mut self.fsl else {
+            return false;
+        };
+        let changes = extends || j.mtime_changes(file, now);
+        if changes {
+            j.set_mtime(file, now);
+        }
+        changes
+    }
+
     /// A directory block `page` of `dir` got an entry for `file`: ext3
     /// journals it; nilfs2's transaction ends.
     pub(super) fn dir_dirtied(

@@ -751,6 +751,7 @@ impl Part for Host {
                 ("ext3_commits_by_fsync", s.by_fsync as f64),
                 ("ext3_commits_by_size", s.by_size as f64),
                 ("ext3_journal_blocks", s.log_blocks as f64),
+                ("ext3_shadow_waits", s.shadow_waits as f64),
             ];
         }
         if let Some(l) = self.nilfs_log() {

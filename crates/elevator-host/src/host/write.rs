@@ -36,6 +36,17 @@ impl Host {
                 self.wait_writes(pid, WaitCond::Logged(n));
                 return Step::Block;
             }
+            // ext3: a write(2) that modifies the inode (a new mtime second,
+            // or `i_disksize`) does so through `ext3_mark_inode_dirty` →
+            // `journal_get_write_access` on its inode table block, which
+            // sleeps while a commit writes that block to the log.
+            if self.inode_update_waits(file, op.end > self.fs.size(file), io.now()) {
+                let ib = self.fs.inode_block(file);
+                if let Some(seq) = self.journal_shadowed(ib) {
+                    self.wait_writes(pid, WaitCond::FileWrites { file: JOURNAL, seq });
+                    return Step::Block;
+                }
+            }
             let page = op.pos / PAGE_SIZE;
             let chunk_end = (page / CHUNK_PAGES + 1) * CHUNK_PAGES * PAGE_SIZE;
             let mut stop = op.end.min(chunk_end);
