@@ -93,4 +93,8 @@ pub trait Device: Send + std::fmt::Debug {
     fn in_flight(&self) -> usize;
     /// Counters so far.
     fn stats(&self) -> DeviceStats;
+    /// Seed the model's own random draws from the run's seed (a model
+    /// that draws nothing ignores it). Called once, before the first
+    /// submission; without it a model draws from seed 0.
+    fn reseed(&mut self, _seed: u64) {}
 }
