@@ -87,7 +87,7 @@ pub(crate) struct Variability {
 }
 
 /// The standard normal's 99th percentile (z such that P(Z < z) = 0.99).
-pub(crate) const Z99: f64 = 2.326_347_874;
+pub const Z99: f64 = 2.326_347_874;
 
 impl Variability {
     /// From the delay's median and 99th percentile (`p99 >= p50 > 0`).

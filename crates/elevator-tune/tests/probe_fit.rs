@@ -112,3 +112,35 @@ fn a_disk_is_found_rotational_and_flash_is_not() {
     .unwrap();
     assert!(!f.rotational, "ratio {}", f.distance_ratio);
 }
+
+/// A simulated `sata-hdd` probed over its whole capacity (in three
+/// rounds, as the real probe runs): the spindle speed comes back from the
+/// backward reads and the average seek from the random reads, each within
+/// 5 % of the profile's (7200 rpm, 8.5 ms).
+#[test]
+fn the_fit_recovers_a_simulated_disks_rpm_and_average_seek_within_five_percent() {
+    let device = elevator_device::open("sata-hdd").unwrap();
+    let span = device.limits().capacity * 512;
+    let plan =
+        ProbePlan::standard(span, false, Duration::from_secs(30), 3_000).repeated(3);
+    let results = elevator_tune::simulate_probe(&plan, device);
+    let f = fit(
+        &results,
+        &Facts {
+            span_bytes: span,
+            rpm: 5400, // what is assumed must not be what comes back
+            ..facts()
+        },
+    )
+    .unwrap();
+    assert!(f.rotational, "ratio {}", f.distance_ratio);
+    let Fitted::Hdd(h) = &f.model else {
+        panic!("not fitted as a disk")
+    };
+    eprintln!("{}", f.profile);
+    assert!(h.rpm_measured);
+    within("rpm", f64::from(h.rpm), 7200.0, 0.05);
+    within("average_seek_ms", h.average_seek_ms.unwrap(), 8.5, 0.05);
+    elevator_device::parse("probed-disk", &f.profile)
+        .unwrap_or_else(|e| panic!("{e}\n{}", f.profile));
+}
