@@ -28,9 +28,25 @@
 //!   limits, which is also what a read-only probe writes).
 //!
 //! Medians (p50) are fitted, not means, so that a few slow completions
-//! (an interrupt, a busy neighbour) do not move the model. The model is
-//! deterministic: its p99 is its p50 plus queueing; a device whose tail is
-//! noise is fitted to its median.
+//! (an interrupt, a busy neighbour) do not move the fixed parameters, and
+//! every figure is the median over the plan's rounds
+//! ([`crate::probe::summarize`]), so that one stalled round does not
+//! either. The tail is fitted separately: the 4 KiB depth-1 reads' p10,
+//! p50 and p99 (over every round's completions) are taken as a fixed part
+//! plus a lognormal extra delay per command (a shifted lognormal through
+//! three quantiles, [`lognormal_extra`]); the extra's median and 99th
+//! percentile go to the profile's `[variability]` (the ssd model draws it
+//! from the run's seed), and its median is taken off the fixed part before
+//! `read_us` and `firmware_latency_us` are fitted. A tail no heavier than
+//! a normal's leaves the model deterministic.
+//!
+//! What the latencies are: from the workload's submission to the
+//! completion, so they include the submit system call (on a loop device
+//! the block layer's submission runs inside it, about 3.6 us). That is
+//! fio's `lat`, not its `clat` (which starts after the submit call
+//! returned, `fio_ioring_queued` in fio's engines/io_uring.c); the
+//! simulator reports the same span, so the fitted model predicts fio's
+//! `lat` percentiles and, at depth 1, its IOPS (one over the mean `lat`).
 //!
 //! **Rotational check.** The distance phases read pairs of blocks 1 MiB to
 //! half the span apart; a disk's latency grows with the distance (seek and
@@ -38,9 +54,16 @@
 //! 1.5x the shortest's and at least 1 ms above it means rotational.
 //! **Disks** are fitted to the `hdd` model from the same figures:
 //! `seek_table` from the distance latencies less half a revolution and the
-//! transfer of 4 KiB, the media rate from the 1 MiB sequential read; the
-//! spindle speed is not separable from the seek by these phases and is
-//! taken as 7200 rpm (say `--rpm` otherwise). What a probe cannot see
+//! transfer of 4 KiB, the media rate from the 1 MiB sequential read. The
+//! spindle speed comes from the backward phase: each read is of the block
+//! just before the last one, which the head has just passed, so it waits
+//! one revolution less a block's transfer (plus the controller overhead,
+//! assumed as [`HDD_READ_OVERHEAD_MS`]); the median over its reads and
+//! rounds, with `--rpm` only as a fallback when no backward read
+//! completed. The average seek comes from the 4 KiB random reads at
+//! depth 1: their mean less half a revolution, the overhead and the
+//! transfer (Ruemmler & Wilkes' decomposition of an access; the mean over
+//! uniformly random blocks is what a datasheet's average seek means). What a probe cannot see
 //! (firmware garbage collection, thermal throttling, the host's and the
 //! device's caches beyond what one pass shows, an SLC cache running out)
 //! is not in the profile.
@@ -399,10 +422,10 @@ fn ssd_profile(f: &SsdFit, results: &[Summary], facts: &Facts, ratio: f64) -> St
         "kind = \"ssd\"\ndescription = \"probed: {}\"\n\n[interface]",
         facts.target.replace('"', "'")
     );
-    let mb = (facts.span_bytes / 1_000_000).max(1);
+    let mb = facts.span_bytes.div_ceil(1_000_000).max(1);
     let _ = writeln!(
         s,
-        "# The probed span, {} bytes.\ncapacity_mb = {mb}",
+        "# The probed span, {} bytes, in whole MB rounded up.\ncapacity_mb = {mb}",
         facts.span_bytes
     );
     let _ = writeln!(
@@ -495,7 +518,7 @@ fn ssd_profile(f: &SsdFit, results: &[Summary], facts: &Facts, ratio: f64) -> St
 /// fitted profile writes it (`read_miss_overhead_ms`): a probe cannot
 /// separate it from the seek, so it is assumed (0.1-0.2 ms on current
 /// drives, see profiles/sata-hdd.toml) and taken off every latency.
-const HDD_READ_OVERHEAD_MS: f64 = 0.1;
+pub const HDD_READ_OVERHEAD_MS: f64 = 0.1;
 
 /// The disk fit (see the module docs).
 fn fit_hdd(results: &[Summary], facts: &Facts, ratio: f64) -> Result<Fit, FitError> {
@@ -613,4 +636,25 @@ fn fit_hdd(results: &[Summary], facts: &Facts, ratio: f64) -> Result<Fit, FitErr
         distance_ratio: ratio,
         profile: s,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three quantiles of a known shifted lognormal give back its median
+    /// and 99th percentile; a tail no heavier than a normal's gives none.
+    #[test]
+    fn a_shifted_lognormal_is_recovered_from_three_quantiles() {
+        let (base, m, sigma) = (7.0, 2.0, 1.5);
+        let q = |z: f64| base + m * (sigma * z).exp();
+        let (p50, p99) = lognormal_extra(q(-Z10), q(0.0), q(Z99)).unwrap();
+        assert!((p50 - m).abs() < 1e-9 * m, "{p50}");
+        assert!((p99 - m * (sigma * Z99).exp()).abs() < 1e-6, "{p99}");
+        // Symmetric spread (a normal's, ratio 1.82): no lognormal tail.
+        assert_eq!(lognormal_extra(9.0, 10.0, 10.0 + Z99 / Z10), None);
+        // No spread at all, or a quantile out of order.
+        assert_eq!(lognormal_extra(10.0, 10.0, 10.0), None);
+        assert_eq!(lognormal_extra(11.0, 10.0, 30.0), None);
+    }
 }

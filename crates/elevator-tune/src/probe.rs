@@ -3,8 +3,9 @@
 //! A [`ProbePlan`] is a list of [`Phase`]s run one after another: 4 KiB
 //! random reads at queue depths 1 to 128, sequential reads (and, where
 //! writing is allowed, writes) of 4 KiB to 1 MiB at depth 1, random
-//! writes and a 70/30 read/write mix, and a rotational check that reads
-//! pairs of blocks a growing distance apart. [`ProbeWorkload`] runs the
+//! writes and a 70/30 read/write mix, a rotational check that reads
+//! pairs of blocks a growing distance apart, and a backward walk (each
+//! read the block before the last) that times a disk's revolution. [`ProbeWorkload`] runs the
 //! plan through the [`Workload`]/[`Io`] port of `elevator-core`, so the
 //! same plan runs on a real device (`elevator_uring::probe`) and on a
 //! simulated one (the fit's tests): what the fit sees is the same either
