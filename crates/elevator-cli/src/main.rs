@@ -318,7 +318,7 @@ enum DeviceCommand {
         /// Rounds: each phase runs this many times, a share of its time each, and
         /// the fit takes the median over them (one stall of a loaded host spoils
         /// one round, not the phase).
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 5)]
         rounds: u32,
         /// Spindle speed assumed if the target turns out to be a disk.
         #[arg(long, default_value_t = 7200)]

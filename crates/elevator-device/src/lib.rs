@@ -52,10 +52,10 @@ mod ssd;
 pub use elevator_core::read_input;
 pub use faulty::{FaultSpec, FaultStats, Faulty, DEFAULT_STALL, SD_TIMEOUT};
 pub use models::{open, parse, parse_with, DEVICE_MODELS};
-pub use ssd::Z99;
 pub use profile::{
     builtin_profiles, builtin_text, DeviceModelType, ProfileError, ProfileText, MAX_PROFILE_BYTES,
 };
+pub use ssd::Z99;
 
 use elevator_core::{Instant, IoError, QueueLimits, Request, RequestId};
 

@@ -921,8 +921,16 @@ impl SsdFile {
         let variability = match &self.variability {
             None => None,
             Some(v) => {
-                let p50 = c.check("variability.extra_p50_us", v.extra_p50_us, 0.001..=100_000.0)?;
-                let p99 = c.check("variability.extra_p99_us", v.extra_p99_us, 0.001..=100_000.0)?;
+                let p50 = c.check(
+                    "variability.extra_p50_us",
+                    v.extra_p50_us,
+                    0.001..=100_000.0,
+                )?;
+                let p99 = c.check(
+                    "variability.extra_p99_us",
+                    v.extra_p99_us,
+                    0.001..=100_000.0,
+                )?;
                 if p99 < p50 {
                     return Err(c.error(
                         "variability.extra_p99_us",

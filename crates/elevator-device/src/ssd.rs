@@ -43,9 +43,7 @@
 
 use crate::completions::Completions;
 use crate::{Device, DeviceStats};
-use elevator_core::{
-    Duration, Instant, Op, Prng, QueueLimits, Request, RequestId, SECTOR_SIZE,
-};
+use elevator_core::{Duration, Instant, Op, Prng, QueueLimits, Request, RequestId, SECTOR_SIZE};
 use std::collections::VecDeque;
 
 /// Everything an SSD model is built from (validated by the profile

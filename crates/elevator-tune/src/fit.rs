@@ -318,13 +318,11 @@ pub fn fit_ssd(results: &[Summary]) -> Result<SsdFit, FitError> {
     // a fixed part (p50 and the tail over every round; see
     // `lognormal_extra`), kept below what the fixed costs leave.
     let fixed_floor = cmd + link_4k + chan_4k + MIN_US / 1e6;
-    let extra = lognormal_extra(qd1.q_us(0.10) / 1e6, l1, qd1.q_us(0.99) / 1e6).map(
-        |(m, p99)| {
-            let cap = (l1 - fixed_floor).max(0.0);
-            let scale = if m > cap { cap / m } else { 1.0 };
-            (m * scale, p99 * scale)
-        },
-    );
+    let extra = lognormal_extra(qd1.q_us(0.10) / 1e6, l1, qd1.q_us(0.99) / 1e6).map(|(m, p99)| {
+        let cap = (l1 - fixed_floor).max(0.0);
+        let scale = if m > cap { cap / m } else { 1.0 };
+        (m * scale, p99 * scale)
+    });
     let extra = extra.filter(|&(m, _)| m * 1e6 >= 0.001);
     let m = extra.map_or(0.0, |(m, _)| m);
     let write_4k = find(results, |r| {

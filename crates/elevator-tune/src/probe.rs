@@ -564,7 +564,8 @@ pub fn summarize(results: &[PhaseResult]) -> Vec<Summary> {
             for r in &rounds {
                 pooled.merge(&r.latency());
             }
-            let of = |f: &dyn Fn(&PhaseResult) -> f64| median(rounds.iter().map(|r| f(r)).collect());
+            let of =
+                |f: &dyn Fn(&PhaseResult) -> f64| median(rounds.iter().map(|r| f(r)).collect());
             Some(Summary {
                 phase,
                 rounds: rounds.len(),

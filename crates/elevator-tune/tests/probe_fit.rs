@@ -121,8 +121,7 @@ fn a_disk_is_found_rotational_and_flash_is_not() {
 fn the_fit_recovers_a_simulated_disks_rpm_and_average_seek_within_five_percent() {
     let device = elevator_device::open("sata-hdd").unwrap();
     let span = device.limits().capacity * 512;
-    let plan =
-        ProbePlan::standard(span, false, Duration::from_secs(30), 3_000).repeated(3);
+    let plan = ProbePlan::standard(span, false, Duration::from_secs(30), 3_000).repeated(3);
     let results = elevator_tune::simulate_probe(&plan, device);
     let f = fit(
         &results,
@@ -197,10 +196,16 @@ fn one_stalled_round_does_not_make_flash_a_disk() {
     }
     far.reads = slow;
     // Without rounds (one round of it, stalled) it would be a disk.
-    let one: Vec<_> = stalled.iter().filter(|r| r.phase.label() != "dist 512m").cloned()
+    let one: Vec<_> = stalled
+        .iter()
+        .filter(|r| r.phase.label() != "dist 512m")
+        .cloned()
         .chain(std::iter::once(far_clone(&stalled)))
         .collect();
-    assert!(fit(&one, &facts).unwrap().rotational, "the stall alone should fool one round");
+    assert!(
+        fit(&one, &facts).unwrap().rotational,
+        "the stall alone should fool one round"
+    );
     let a = fit(&clean, &facts).unwrap();
     let b = fit(&stalled, &facts).unwrap();
     assert!(!b.rotational, "ratio {}", b.distance_ratio);
