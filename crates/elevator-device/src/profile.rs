@@ -833,6 +833,11 @@ struct SsdVariability {
     /// The extra delay's median and 99th percentile, microseconds.
     extra_p50_us: f64,
     extra_p99_us: f64,
+    /// Besides, a fraction of commands stalls this long (default none).
+    #[serde(default)]
+    stall_fraction: f64,
+    #[serde(default)]
+    stall_us: f64,
 }
 
 #[derive(Deserialize)]
@@ -937,7 +942,13 @@ impl SsdFile {
                         "the 99th percentile must be at least the median (extra_p50_us)",
                     ));
                 }
-                Some(Variability::from_percentiles(us(p50), us(p99)))
+                let fraction =
+                    c.check("variability.stall_fraction", v.stall_fraction, 0.0..=0.5)?;
+                let stall = c.check("variability.stall_us", v.stall_us, 0.0..=1_000_000.0)?;
+                Some(
+                    Variability::from_percentiles(us(p50), us(p99))
+                        .with_stalls(fraction, us(stall)),
+                )
             }
         };
         Ok(SsdParams {

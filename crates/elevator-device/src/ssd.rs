@@ -23,7 +23,8 @@
 //!
 //! * **Service-time variability** (optional, off in every built-in
 //!   profile): each command's controller stage takes an extra delay drawn
-//!   from a lognormal with a given median and 99th percentile, from the
+//!   from a lognormal with a given median and 99th percentile, and a
+//!   given fraction of commands stalls a given time besides, from the
 //!   run's seeded `Prng` ([`Device::reseed`]). The delay overlaps other
 //!   commands (it holds no unit, bus or link), so it gives latency a tail
 //!   without lowering the device's rate; a host-side cause (a loop
@@ -82,6 +83,11 @@ pub(crate) struct SsdParams {
 pub(crate) struct Variability {
     pub median: Duration,
     pub sigma: f64,
+    /// Besides: with this probability a command also stalls `stall` (a
+    /// host's rare long waits, which a lognormal through the p99 does not
+    /// reach but the mean, and so every rate, feels).
+    pub stall_probability: f64,
+    pub stall: Duration,
 }
 
 /// The standard normal's 99th percentile (z such that P(Z < z) = 0.99).
@@ -94,6 +100,17 @@ impl Variability {
         Variability {
             median: p50,
             sigma: ratio.max(1.0).ln() / Z99,
+            stall_probability: 0.0,
+            stall: Duration::ZERO,
+        }
+    }
+
+    /// With a stall of `stall` for a `probability` of the commands.
+    pub fn with_stalls(self, probability: f64, stall: Duration) -> Self {
+        Variability {
+            stall_probability: probability,
+            stall,
+            ..self
         }
     }
 
@@ -104,7 +121,13 @@ impl Variability {
         let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
         let ns = self.median.nanos() as f64 * (self.sigma * z).exp();
         // A draw past a second is a modelling accident, not a device.
-        Duration(ns.min(1e9).round() as u64)
+        let body = Duration(ns.min(1e9).round() as u64);
+        // No draw without stalls: the stream stays what it was.
+        if self.stall_probability > 0.0 && rng.unit() < self.stall_probability {
+            body + self.stall
+        } else {
+            body
+        }
     }
 }
 

@@ -220,3 +220,27 @@ fn far_clone(results: &[elevator_tune::probe::PhaseResult]) -> elevator_tune::pr
         .unwrap()
         .clone()
 }
+
+/// Rare long stalls beside the lognormal (0.5 % of commands wait 2 ms):
+/// the fit finds them from the mean and the p99.9, so the model's mean,
+/// and with it every depth-1 rate, is the device's.
+#[test]
+fn the_fit_finds_rare_stalls_from_the_mean() {
+    let text = format!(
+        "{}[variability]\nextra_p50_us = 2.0\nextra_p99_us = 20.0\n\
+         stall_fraction = 0.005\nstall_us = 2000.0\n",
+        known(2000.0, 1.5, 8.0, 45.0, 1500.0)
+    );
+    let device = elevator_device::parse("known", &text).expect("the known profile loads");
+    let plan =
+        ProbePlan::standard(4_000_000_000, true, Duration::from_millis(1500), 20_000).repeated(3);
+    let results = elevator_tune::simulate_probe(&plan, device);
+    let f = fit(&results, &facts()).expect("fits");
+    let Fitted::Ssd(s) = f.model else {
+        panic!("not fitted as flash")
+    };
+    within("stall_us", s.stall_us, 2000.0, 0.10);
+    within("stall_fraction", s.stall_fraction, 0.005, 0.25);
+    within("read_us", s.read_us, 45.0, 0.05);
+    elevator_device::parse("probed", &f.profile).unwrap_or_else(|e| panic!("{e}\n{}", f.profile));
+}
