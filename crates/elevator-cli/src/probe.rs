@@ -21,6 +21,8 @@ pub struct ProbeOptions {
     pub allow_write: bool,
     /// Seconds per phase.
     pub phase_time: f64,
+    /// Rounds each phase is split into (medians over them).
+    pub rounds: u32,
     pub rpm: u32,
     pub output: Option<std::path::PathBuf>,
 }
@@ -31,6 +33,9 @@ pub fn probe(o: &ProbeOptions, out: &mut Vec<u8>) -> Result<()> {
             "--phase-time {}: want 0.01 to 60 seconds",
             o.phase_time
         ));
+    }
+    if !(1..=20).contains(&o.rounds) {
+        return Err(anyhow!("--rounds {}: want 1 to 20", o.rounds));
     }
     let sys = elevator_uring::probe::sysfs(&o.target);
     let target = elevator_uring::probe::open_target(&o.target, o.allow_write, o.allow_write)?;
@@ -47,9 +52,11 @@ pub fn probe(o: &ProbeOptions, out: &mut Vec<u8>) -> Result<()> {
         Duration::from_secs_f64(o.phase_time),
         u64::MAX,
     );
-    let total = plan.phases.len();
+    let per_round = plan.phases.len();
+    let rounds = o.rounds as usize;
+    let plan = plan.repeated(o.rounds);
     eprintln!(
-        "probe: {} ({} bytes{}), {total} phases, at most {:.0} s{}",
+        "probe: {} ({} bytes{}), {per_round} phases x {rounds} rounds, at most {:.0} s{}",
         o.target.display(),
         span,
         if target.block_device {
@@ -67,7 +74,8 @@ pub fn probe(o: &ProbeOptions, out: &mut Vec<u8>) -> Result<()> {
     let interactive = std::io::stderr().is_terminal();
     let mut workload = ProbeWorkload::new(plan.clone()).on_phase(move |r, i, n| {
         let line = format!(
-            "probe: {}/{n} {:<18} {:>9.0} IOPS {:>8.1} MB/s p50 {:>8.1} us",
+            "probe: round {}/{rounds} {:>3}/{n} {:<18} {:>9.0} IOPS {:>8.1} MB/s p50 {:>8.1} us",
+            i / per_round + 1,
             i + 1,
             r.phase.label(),
             r.iops(),

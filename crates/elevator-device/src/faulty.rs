@@ -303,6 +303,9 @@ impl Device for Faulty {
     fn stats(&self) -> DeviceStats {
         self.inner.stats()
     }
+    fn reseed(&mut self, seed: u64) {
+        self.inner.reseed(seed);
+    }
 }
 
 #[cfg(test)]

@@ -55,6 +55,7 @@ pub use models::{open, parse, parse_with, DEVICE_MODELS};
 pub use profile::{
     builtin_profiles, builtin_text, DeviceModelType, ProfileError, ProfileText, MAX_PROFILE_BYTES,
 };
+pub use ssd::Z99;
 
 use elevator_core::{Instant, IoError, QueueLimits, Request, RequestId};
 
@@ -93,4 +94,8 @@ pub trait Device: Send + std::fmt::Debug {
     fn in_flight(&self) -> usize;
     /// Counters so far.
     fn stats(&self) -> DeviceStats;
+    /// Seed the model's own random draws from the run's seed (a model
+    /// that draws nothing ignores it). Called once, before the first
+    /// submission; without it a model draws from seed 0.
+    fn reseed(&mut self, _seed: u64) {}
 }

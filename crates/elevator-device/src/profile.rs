@@ -14,7 +14,7 @@ use crate::hdd::geometry::{skew_for, ZoneSpec};
 use crate::hdd::seek::{Seek, SeekCurve, SeekFitError};
 use crate::hdd::{Hdd, HddParams, Overheads, Watermark};
 use crate::sdcard::{SdCard, SdParams};
-use crate::ssd::{Ssd, SsdParams};
+use crate::ssd::{Ssd, SsdParams, Variability};
 use crate::Device;
 use elevator_core::{Duration, SECTOR_SIZE};
 use serde::Deserialize;
@@ -806,7 +806,7 @@ impl HddLayout {
 pub const SSD: DeviceModelType = DeviceModelType {
     name: "ssd",
     about: "SSD: channels, dies and planes, striped map, write buffer, host link",
-    keys: &["interface", "flash", "buffer"],
+    keys: &["interface", "flash", "buffer", "variability"],
     build: |p, name| {
         let f: SsdFile = p.parse()?;
         Ok(Box::new(Ssd::new(f.validate(p, name)?)))
@@ -823,6 +823,21 @@ struct SsdFile {
     interface: SsdInterface,
     flash: SsdFlash,
     buffer: SsdBuffer,
+    /// Optional: a lognormal extra controller delay per command.
+    variability: Option<SsdVariability>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SsdVariability {
+    /// The extra delay's median and 99th percentile, microseconds.
+    extra_p50_us: f64,
+    extra_p99_us: f64,
+    /// Besides, a fraction of commands stalls this long (default none).
+    #[serde(default)]
+    stall_fraction: f64,
+    #[serde(default)]
+    stall_us: f64,
 }
 
 #[derive(Deserialize)]
@@ -908,6 +923,34 @@ impl SsdFile {
                 "the write buffer must hold at least one largest request and a page",
             ));
         }
+        let variability = match &self.variability {
+            None => None,
+            Some(v) => {
+                let p50 = c.check(
+                    "variability.extra_p50_us",
+                    v.extra_p50_us,
+                    0.001..=100_000.0,
+                )?;
+                let p99 = c.check(
+                    "variability.extra_p99_us",
+                    v.extra_p99_us,
+                    0.001..=100_000.0,
+                )?;
+                if p99 < p50 {
+                    return Err(c.error(
+                        "variability.extra_p99_us",
+                        "the 99th percentile must be at least the median (extra_p50_us)",
+                    ));
+                }
+                let fraction =
+                    c.check("variability.stall_fraction", v.stall_fraction, 0.0..=0.5)?;
+                let stall = c.check("variability.stall_us", v.stall_us, 0.0..=1_000_000.0)?;
+                Some(
+                    Variability::from_percentiles(us(p50), us(p99))
+                        .with_stalls(fraction, us(stall)),
+                )
+            }
+        };
         Ok(SsdParams {
             name,
             capacity_sectors: capacity_bytes / SECTOR_SIZE,
@@ -925,6 +968,7 @@ impl SsdFile {
             firmware_latency: us(fw),
             write_buffer_bytes: wb,
             rotational: i.rotational,
+            variability,
         })
     }
 }

@@ -21,6 +21,17 @@
 //!   NCQ and NVMe allow. Channel buses are calendars too, so a page whose
 //!   unit is free is not held up behind one whose unit is busy.
 //!
+//! * **Service-time variability** (optional, off in every built-in
+//!   profile): each command's controller stage takes an extra delay drawn
+//!   from a lognormal with a given median and 99th percentile, and a
+//!   given fraction of commands stalls a given time besides, from the
+//!   run's seeded `Prng` ([`Device::reseed`]). The delay overlaps other
+//!   commands (it holds no unit, bus or link), so it gives latency a tail
+//!   without lowering the device's rate; a host-side cause (a loop
+//!   device's worker thread waiting for a CPU, an interrupt coalesced)
+//!   looks like this from above. `elevator device probe` fits it from the
+//!   measured percentiles (crates/elevator-tune/src/fit.rs).
+//!
 //! Everything is decided at submission: resources are reserved first come,
 //! first served, so a completion time never changes after `submit`.
 //! Garbage collection and the SLC cache running out are not modelled: the
@@ -33,7 +44,7 @@
 
 use crate::completions::Completions;
 use crate::{Device, DeviceStats};
-use elevator_core::{Duration, Instant, Op, QueueLimits, Request, RequestId, SECTOR_SIZE};
+use elevator_core::{Duration, Instant, Op, Prng, QueueLimits, Request, RequestId, SECTOR_SIZE};
 use std::collections::VecDeque;
 
 /// Everything an SSD model is built from (validated by the profile
@@ -62,6 +73,62 @@ pub(crate) struct SsdParams {
     /// Reported to the kernel as rotational (a drive that does not set
     /// ATA IDENTIFY word 217); the model itself has no mechanics.
     pub rotational: bool,
+    /// Extra per-command controller delay, if any.
+    pub variability: Option<Variability>,
+}
+
+/// A lognormal extra delay per command: `median x exp(sigma x Z)`, `Z`
+/// standard normal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Variability {
+    pub median: Duration,
+    pub sigma: f64,
+    /// Besides: with this probability a command also stalls `stall` (a
+    /// host's rare long waits, which a lognormal through the p99 does not
+    /// reach but the mean, and so every rate, feels).
+    pub stall_probability: f64,
+    pub stall: Duration,
+}
+
+/// The standard normal's 99th percentile (z such that P(Z < z) = 0.99).
+pub const Z99: f64 = 2.326_347_874;
+
+impl Variability {
+    /// From the delay's median and 99th percentile (`p99 >= p50 > 0`).
+    pub fn from_percentiles(p50: Duration, p99: Duration) -> Self {
+        let ratio = p99.nanos().max(1) as f64 / p50.nanos().max(1) as f64;
+        Variability {
+            median: p50,
+            sigma: ratio.max(1.0).ln() / Z99,
+            stall_probability: 0.0,
+            stall: Duration::ZERO,
+        }
+    }
+
+    /// With a stall of `stall` for a `probability` of the commands.
+    pub fn with_stalls(self, probability: f64, stall: Duration) -> Self {
+        Variability {
+            stall_probability: probability,
+            stall,
+            ..self
+        }
+    }
+
+    /// One draw (Box-Muller; two uniforms per draw, the cosine branch).
+    fn draw(&self, rng: &mut Prng) -> Duration {
+        let u1 = 1.0 - rng.unit(); // (0, 1]: ln is finite
+        let u2 = rng.unit();
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+        let ns = self.median.nanos() as f64 * (self.sigma * z).exp();
+        // A draw past a second is a modelling accident, not a device.
+        let body = Duration(ns.min(1e9).round() as u64);
+        // No draw without stalls: the stream stays what it was.
+        if self.stall_probability > 0.0 && rng.unit() < self.stall_probability {
+            body + self.stall
+        } else {
+            body
+        }
+    }
 }
 
 /// Busy intervals of a serial resource, sorted and disjoint.
@@ -104,6 +171,9 @@ impl Calendar {
     }
 }
 
+/// The label of the model's stream, derived from the run's seed.
+const RNG_LABEL: &str = "ssd service variability";
+
 /// A simulated SSD.
 #[derive(Debug)]
 pub(crate) struct Ssd {
@@ -124,6 +194,8 @@ pub(crate) struct Ssd {
     /// When the last page acknowledged so far is programmed.
     last_program: Instant,
     done: Completions,
+    /// Draws of the service-time variability (unused without it).
+    rng: Prng,
 }
 
 impl Ssd {
@@ -154,6 +226,7 @@ impl Ssd {
             write_unit: 0,
             last_program: Instant::ZERO,
             done: Completions::new(p.queue_depth),
+            rng: Prng::derive(0, RNG_LABEL),
             p,
         }
     }
@@ -239,7 +312,11 @@ impl Device for Ssd {
         let start = request.sector.min(cap) * SECTOR_SIZE;
         let end = request.end().min(cap) * SECTOR_SIZE;
         let bytes = end.saturating_sub(start);
-        let t0 = now + self.p.firmware_latency;
+        let extra = match self.p.variability {
+            Some(v) => v.draw(&mut self.rng),
+            None => Duration::ZERO,
+        };
+        let t0 = now + self.p.firmware_latency + extra;
         let due = match request.op {
             Op::Read => {
                 let ready = self.read_pages(start, end, t0);
@@ -285,6 +362,10 @@ impl Device for Ssd {
     fn stats(&self) -> DeviceStats {
         self.done.stats
     }
+
+    fn reseed(&mut self, seed: u64) {
+        self.rng = Prng::derive(seed, RNG_LABEL);
+    }
 }
 
 #[cfg(test)]
@@ -326,6 +407,7 @@ mod tests {
             firmware_latency: Duration::ZERO,
             write_buffer_bytes: 1 << 20,
             rotational: false,
+            variability: None,
         };
         let mut ssd = Ssd::new(p);
         let mut now = Instant::ZERO;
@@ -350,5 +432,64 @@ mod tests {
         let rate = (bytes - b0) as f64 / now.since(t0).as_secs_f64();
         // 2 units x 16 KiB per (1 ms + 41 us data-in) = 31.5 MB/s.
         assert!((30e6..33e6).contains(&rate), "{rate}");
+    }
+
+    fn one_at_a_time(ssd: &mut Ssd, n: u64) -> Vec<u64> {
+        let mut now = Instant::ZERO;
+        let mut lat = Vec::new();
+        for id in 0..n {
+            ssd.submit(&Request::read(id, 0, (id * 7919 % 100_000) * 8, 8), now);
+            let due = ssd.next_completion().unwrap();
+            assert_eq!(ssd.complete(due), Some(RequestId(id)));
+            lat.push(due.since(now).nanos());
+            now = due;
+        }
+        lat.sort_unstable();
+        lat
+    }
+
+    fn small(variability: Option<Variability>) -> Ssd {
+        Ssd::new(SsdParams {
+            name: "v".into(),
+            capacity_sectors: 1 << 30,
+            queue_depth: 4,
+            max_sectors: 256,
+            channels: 2,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            page_bytes: 4096,
+            read_latency: Duration::from_micros(20),
+            program_latency: Duration::from_micros(200),
+            channel_rate: 4e9,
+            link_rate: 4e9,
+            command_overhead: Duration::ZERO,
+            firmware_latency: Duration::ZERO,
+            write_buffer_bytes: 1 << 20,
+            rotational: false,
+            variability,
+        })
+    }
+
+    /// The extra delay's median and 99th percentile come out as asked,
+    /// the same seed gives the same draws, another seed others, and none
+    /// leaves the device as deterministic as it was.
+    #[test]
+    fn variability_has_the_asked_percentiles_and_follows_the_seed() {
+        let v = Variability::from_percentiles(Duration::from_micros(5), Duration::from_micros(50));
+        let base = one_at_a_time(&mut small(None), 20_000);
+        assert_eq!(base.first(), base.last(), "no variability: one latency");
+        let b = base[0] as f64;
+        let mut a = small(Some(v));
+        a.reseed(7);
+        let lat = one_at_a_time(&mut a, 20_000);
+        let q = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize] as f64 - b;
+        assert!((q(0.5) / 5e3 - 1.0).abs() < 0.05, "p50 extra {}", q(0.5));
+        assert!((q(0.99) / 50e3 - 1.0).abs() < 0.1, "p99 extra {}", q(0.99));
+        let mut again = small(Some(v));
+        again.reseed(7);
+        assert_eq!(one_at_a_time(&mut again, 20_000), lat);
+        let mut other = small(Some(v));
+        other.reseed(8);
+        assert_ne!(one_at_a_time(&mut other, 20_000), lat);
     }
 }

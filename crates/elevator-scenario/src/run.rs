@@ -211,8 +211,9 @@ fn run_policy_traced(
         })
         .check(check);
     let open_device = |seed: u64| -> Result<Box<dyn elevator_device::Device>, ScenarioError> {
-        let dev = elevator_device::open(device)
+        let mut dev = elevator_device::open(device)
             .map_err(|e| ScenarioError::command_line(None, format!("device {device:?}: {e}")))?;
+        dev.reseed(seed);
         Ok(if scenario.faults.is_empty() {
             dev
         } else {

@@ -42,8 +42,9 @@ use elevator_sim::{Engine, EngineConfig};
 /// real one: the port is the same.
 pub fn simulate_probe(
     plan: &probe::ProbePlan,
-    device: Box<dyn elevator_device::Device>,
+    mut device: Box<dyn elevator_device::Device>,
 ) -> Vec<probe::PhaseResult> {
+    device.reseed(plan.seed);
     let noop = StackBuilder::new("noop", Origin::command_line()).expect("noop is registered");
     let config = EngineConfig {
         // Slots are not what the probe measures: enough for every depth.

@@ -3,12 +3,16 @@
 //! A [`ProbePlan`] is a list of [`Phase`]s run one after another: 4 KiB
 //! random reads at queue depths 1 to 128, sequential reads (and, where
 //! writing is allowed, writes) of 4 KiB to 1 MiB at depth 1, random
-//! writes and a 70/30 read/write mix, and a rotational check that reads
-//! pairs of blocks a growing distance apart. [`ProbeWorkload`] runs the
+//! writes and a 70/30 read/write mix, a rotational check that reads
+//! pairs of blocks a growing distance apart, and a backward walk (each
+//! read the block before the last) that times a disk's revolution. [`ProbeWorkload`] runs the
 //! plan through the [`Workload`]/[`Io`] port of `elevator-core`, so the
 //! same plan runs on a real device (`elevator_uring::probe`) and on a
 //! simulated one (the fit's tests): what the fit sees is the same either
-//! way. Each phase keeps its depth of requests in flight until its time
+//! way. [`ProbePlan::repeated`] splits each phase into short rounds and
+//! runs the whole list round after round, so that one stall of a loaded
+//! host spoils one round of a phase, not the phase: the fit takes the
+//! median over rounds ([`summarize`]). Each phase keeps its depth of requests in flight until its time
 //! is up or it has done its count of I/Os, then drains before the next
 //! phase starts; it records every completion's latency (submission to
 //! completion) in an HDR histogram.
@@ -37,6 +41,10 @@ pub enum Pattern {
     /// depth 1: the rotational check (a disk's latency grows with the seek
     /// distance; flash's does not).
     Distance { distance_bytes: u64 },
+    /// Each read one block before the one before, at depth 1: on a disk
+    /// the head has just passed it, so every read waits about one
+    /// revolution (the spindle speed's measure); flash does not care.
+    Backward,
 }
 
 /// One microbenchmark.
@@ -64,6 +72,9 @@ impl Phase {
     pub fn label(&self) -> String {
         if let Pattern::Distance { distance_bytes } = self.pattern {
             return format!("dist {}", size_label(distance_bytes));
+        }
+        if self.pattern == Pattern::Backward {
+            return format!("back {}", size_label(u64::from(self.bs)));
         }
         let random = self.pattern == Pattern::Random;
         let kind = match (random, self.read_percent) {
@@ -153,6 +164,14 @@ impl ProbePlan {
             });
             d *= 8;
         }
+        phases.push(Phase {
+            pattern: Pattern::Backward,
+            read_percent: 100,
+            bs: 4096,
+            depth: 1,
+            time: phase_time.div(3),
+            max_ios: max_ios / 3 + 1,
+        });
         if writes {
             for bs in SEQ_SIZES {
                 phases.push(Phase {
@@ -192,6 +211,26 @@ impl ProbePlan {
 
     pub fn writes(&self) -> bool {
         self.phases.iter().any(Phase::writes)
+    }
+
+    /// The same plan in `rounds` rounds: each phase gets a `rounds`-th of
+    /// its time and I/Os, and the list runs `rounds` times over (the whole
+    /// list per round, so that a stall of a few seconds hits one round of
+    /// several phases rather than every round of one). The total time
+    /// bound stays what it was.
+    pub fn repeated(mut self, rounds: u32) -> Self {
+        let rounds = rounds.max(1);
+        let one: Vec<Phase> = self
+            .phases
+            .iter()
+            .map(|p| Phase {
+                time: p.time.div(u64::from(rounds)),
+                max_ios: p.max_ios.div_ceil(u64::from(rounds)),
+                ..*p
+            })
+            .collect();
+        self.phases = (0..rounds).flat_map(|_| one.iter().copied()).collect();
+        self
     }
 
     /// The deepest phase: the queue depth the engine must allow.
@@ -387,6 +426,15 @@ impl ProbeWorkload {
                 }
                 self.cursor
             }
+            Pattern::Backward => {
+                // Start in the second quarter; step back one block a read.
+                if !self.far {
+                    self.far = true;
+                    self.cursor = (self.plan.span_bytes / 4 + bs) / bs * bs + bs * 4096;
+                }
+                self.cursor = self.cursor.checked_sub(bs).unwrap_or(blocks / 2 * bs);
+                self.cursor.min((blocks - 1) * bs)
+            }
         };
         let write = phase.read_percent < 100
             && (phase.read_percent == 0 || self.rng.below(100) >= u64::from(phase.read_percent));
@@ -457,4 +505,76 @@ impl Workload for ProbeWorkload {
     fn finished(&self) -> bool {
         self.current >= self.plan.phases.len()
     }
+}
+
+/// One phase's figures over its rounds ([`ProbePlan::repeated`]).
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// The phase of one round.
+    pub phase: Phase,
+    /// Rounds that completed any I/O.
+    pub rounds: usize,
+    /// Medians over the rounds: one stalled round does not move them.
+    pub iops: f64,
+    pub mb_s: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    /// Every round's latencies together, for the tail: a stall that hits
+    /// one round in a hundred shows in the p99 as it would in one long run.
+    pub pooled: LatencyStats,
+}
+
+impl Summary {
+    /// Quantile `q` of the pooled latencies, microseconds.
+    pub fn q_us(&self, q: f64) -> f64 {
+        self.pooled.quantile(q).nanos() as f64 / 1e3
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The results of a repeated plan, one [`Summary`] per distinct phase in
+/// the order they first ran; rounds that completed nothing are left out
+/// (a phase none of whose rounds did is left out altogether).
+pub fn summarize(results: &[PhaseResult]) -> Vec<Summary> {
+    let mut phases: Vec<Phase> = Vec::new();
+    for r in results {
+        if !phases.contains(&r.phase) {
+            phases.push(r.phase);
+        }
+    }
+    phases
+        .into_iter()
+        .filter_map(|phase| {
+            let rounds: Vec<&PhaseResult> = results
+                .iter()
+                .filter(|r| r.phase == phase && r.ios() > 0)
+                .collect();
+            if rounds.is_empty() {
+                return None;
+            }
+            let mut pooled = LatencyStats::new();
+            for r in &rounds {
+                pooled.merge(&r.latency());
+            }
+            let of =
+                |f: &dyn Fn(&PhaseResult) -> f64| median(rounds.iter().map(|r| f(r)).collect());
+            Some(Summary {
+                phase,
+                rounds: rounds.len(),
+                iops: of(&PhaseResult::iops),
+                mb_s: of(&PhaseResult::mb_s),
+                mean_us: of(&|r| r.latency().mean().nanos() as f64 / 1e3),
+                p50_us: of(&|r| r.lat_us(0.5)),
+                pooled,
+            })
+        })
+        .collect()
 }

@@ -66,6 +66,9 @@ impl Device for DepthCapped {
     fn stats(&self) -> elevator_device::DeviceStats {
         self.inner.stats()
     }
+    fn reseed(&mut self, seed: u64) {
+        self.inner.reseed(seed);
+    }
 }
 
 pub(super) fn run(file: &JobFile, options: &FioOptions, builder: StackBuilder) -> Result<Outcome> {
@@ -78,6 +81,7 @@ pub(super) fn run(file: &JobFile, options: &FioOptions, builder: StackBuilder) -
             depth: d.max(1) as u32,
         });
     }
+    device.reseed(options.seed);
     let mut config = elevator_sim::EngineConfig::default();
     for setting in builder.block_settings() {
         config.apply(*setting);
