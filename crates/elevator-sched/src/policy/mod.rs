@@ -5,6 +5,7 @@ pub mod bfq;
 pub mod cfq;
 pub mod cfq2003;
 pub mod cfq_2632;
+pub mod cfq_v10;
 pub(crate) mod cfq_common;
 pub mod deadline;
 pub mod deadline_mc;
