@@ -23,13 +23,16 @@
 //! elevator's dispatch) *before* `scsi_dev_queue_ready`, so CFQ selects the
 //! next queue and moves its request to the dispatch list while the disk is
 //! still busy with the one before; that queue is expired at the next
-//! dispatch call, when its request starts, a disk service later. Our engine
-//! asks the policy for a request only when the device has room (the block
-//! layer's dispatch list is not modelled), so in `cfq` such a queue is
-//! selected, dispatches and expires in the same instant and is charged one
-//! jiffy for a 9 ms random read: a group of several seeky queues on the
-//! sync-noidle tree then gets 84-88 % of the disk against one sequential
-//! reader (docs/results/io-controllers-2009.md, "Goyal's two tables").
+//! dispatch call, when its request starts, or when a neighbour's next read
+//! preempts it (`cfq_should_preempt`: both on the sync-noidle tree, the
+//! tree holding just the two, the active queue empty), a disk service
+//! later. Our engine asks the policy for a request only when the device has
+//! room (the block layer's dispatch list is not modelled), so in `cfq` such
+//! a queue is selected at the previous read's completion, dispatches, and
+//! is preempted by the neighbour's next read in the same instant: charged
+//! one jiffy for a 9 ms random read. A group of several seeky queues then
+//! gets 84-88 % of the disk against one sequential reader
+//! (docs/results/io-controllers-2009.md, "Goyal's two tables").
 //!
 //! Here such a queue's charge is left open at expiry (`charge_from`, the
 //! earliest uncharged selection) and made when its reads in the driver have
@@ -82,10 +85,20 @@ mod tests {
             ..TaskScript::new(0, REGION, vec![Phase::reads(u32::MAX, 8, Layout::Sequential)])
         }];
         for i in 1..=random {
-            let layout = Layout::Random { span: 80_000_000 };
+            // 10 us of host time between a completion and the next read,
+            // so the next read comes after the policy chose what follows
+            // (as the simulator orders them): a random queue is then
+            // expired, or preempted by its neighbour's next read, with its
+            // own read in the driver.
+            let think = Duration::from_micros(10);
+            let reads = Phase {
+                min_think: think,
+                max_think: think,
+                ..Phase::reads(u32::MAX, 8, Layout::Random { span: 80_000_000 })
+            };
             tasks.push(TaskScript {
                 group: rand,
-                ..TaskScript::new(i, REGION, vec![Phase::reads(u32::MAX, 8, layout)])
+                ..TaskScript::new(i, REGION, vec![reads])
             });
         }
         let limits = QueueLimits::default();
