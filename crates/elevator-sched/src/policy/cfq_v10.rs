@@ -60,9 +60,7 @@ pub const TYPE: SchedulerType = SchedulerType {
     about: "cfq charging a seeky queue's group its reads' disk time (Goyal's 2009 IO controller)",
     honours: cfq::TYPE.honours,
     tunables: cfq::TYPE.tunables,
-    build: |t, limits| {
-        Box::new(Cfq::from_tunables(t, limits).charging_reads_in_flight("cfq-v10"))
-    },
+    build: |t, limits| Box::new(Cfq::from_tunables(t, limits).charging_reads_in_flight("cfq-v10")),
 };
 
 #[cfg(test)]
@@ -82,7 +80,11 @@ mod tests {
         let rand = tree.add("rand", GroupId::ROOT, 100, Default::default());
         let mut tasks = vec![TaskScript {
             group: seq,
-            ..TaskScript::new(0, REGION, vec![Phase::reads(u32::MAX, 8, Layout::Sequential)])
+            ..TaskScript::new(
+                0,
+                REGION,
+                vec![Phase::reads(u32::MAX, 8, Layout::Sequential)],
+            )
         }];
         for i in 1..=random {
             // 10 us of host time between a completion and the next read,
@@ -102,7 +104,7 @@ mod tests {
             });
         }
         let limits = QueueLimits::default();
-        let case = Case::serial(tasks, limits.clone(), Duration::from_millis(9));
+        let case = Case::serial(tasks, limits, Duration::from_millis(9));
         let mut s = policy.build_default(&limits);
         s.set_groups(&tree);
         let mut run = Run::new(s, &case, &Options::default());
@@ -110,7 +112,9 @@ mod tests {
             .run_until(Instant(20_000_000_000))
             .and_then(|()| run.finish());
         checked.unwrap_or_else(|v| panic!("{v}"));
-        let done: Vec<u64> = (0..=random).map(|i| run.stats(TaskId(i)).requests()).collect();
+        let done: Vec<u64> = (0..=random)
+            .map(|i| run.stats(TaskId(i)).requests())
+            .collect();
         let rand_done: u64 = done[1..].iter().sum();
         println!("{}: requests per task {done:?}", policy.name);
         rand_done as f64 / (rand_done + done[0]) as f64
