@@ -57,15 +57,19 @@ fn chance(prng: &mut Prng, p: f64) -> bool {
 
 /// The scenario text of run `seed` (deterministic).
 pub fn generate(seed: u64) -> Generated {
-    generate_from(seed, &devices())
+    generate_from(seed, &devices(), &[])
 }
 
-/// [`generate`] drawing the device from `devices`: a seed found when the
-/// registry held fewer profiles replays with the list it had then.
-pub fn generate_from(seed: u64, devices: &[&str]) -> Generated {
+/// [`generate`] drawing the device from `devices` and the policy from the
+/// registry without `policies_added_since`: a seed found when the registries
+/// held fewer profiles or policies replays with the lists they had then.
+pub fn generate_from(seed: u64, devices: &[&str], policies_added_since: &[&str]) -> Generated {
     let mut prng = Prng::derive(seed, "swarm");
-    let registry = elevator_sched::registry();
-    let ty = pick(&mut prng, registry);
+    let registry: Vec<_> = elevator_sched::registry()
+        .iter()
+        .filter(|ty| !policies_added_since.contains(&ty.name))
+        .collect();
+    let ty = *pick(&mut prng, &registry);
     let device = pick(&mut prng, devices).to_string();
     let mut t = String::new();
     let _ = writeln!(t, "name = \"swarm-{seed}\"");

@@ -147,6 +147,7 @@ pub fn registry() -> &'static [SchedulerType] {
         policy::cfq2003::TYPE,
         policy::cfq_2632::TYPE,
         policy::cfq_2632::TYPE_BRUNELLE,
+        policy::cfq_v10::TYPE,
         policy::deadline_mc::TYPE,
         policy::bfq::TYPE,
         policy::bfq::TYPE_61,

@@ -143,6 +143,7 @@ pub const DISABLED_BY: &[(&str, &str)] = &[
     ("cfq-2003", "cfq"),
     ("cfq-2.6.32", "cfq"),
     ("cfq-2.6.32-brunelle", "cfq"),
+    ("cfq-v10", "cfq"),
 ];
 
 /// Why the kernel would run `policy` (a registry name) without wbt, if it

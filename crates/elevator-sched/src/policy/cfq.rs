@@ -323,6 +323,9 @@ struct CfqQueue {
     /// (level, sector) in the close-cooperator trees.
     prio_key: Option<(u8, Sector)>,
     dispatch_start: Instant,
+    /// `cfq-v10`: a charge left open at expiry, from this selection until
+    /// the queue's reads in the driver complete.
+    charge_from: Option<Instant>,
     slice_start: Option<Instant>,
     slice_end: Instant,
     allocated_slice: Duration,
@@ -357,6 +360,7 @@ impl CfqQueue {
             tree: None,
             prio_key: None,
             dispatch_start: Instant::ZERO,
+            charge_from: None,
             slice_start: None,
             slice_end: Instant::ZERO,
             allocated_slice: Duration::ZERO,
@@ -400,6 +404,11 @@ struct TaskState {
 /// The CFQ policy.
 #[derive(Debug)]
 pub struct Cfq {
+    /// The registered name (`cfq`, or a variant's).
+    name: &'static str,
+    /// Charge a queue expired before its first completion the disk time of
+    /// its reads in flight, at their completion (`cfq-v10`, `cfq_v10.rs`).
+    charge_in_flight: bool,
     /// The settings every CFQ has (`quantum` to `slice_idle`, `low_latency`).
     conf: Settings,
     group_idle: Duration,
@@ -457,6 +466,8 @@ impl Cfq {
     pub fn from_tunables(t: &Tunables, limits: &QueueLimits) -> Self {
         let ms = |name: &str| Duration::from_millis(t.get(name) as u64);
         let mut cfq = Cfq {
+            name: TYPE.name,
+            charge_in_flight: false,
             conf: Settings::read(t),
             group_idle: ms("group_idle"),
             target_latency: ms("target_latency").max(JIFFY),
@@ -500,6 +511,15 @@ impl Cfq {
         cfq.groups.push(CfqGroup::new(None, GROUP_WEIGHT_DEFAULT));
         cfq.group_index.insert(GroupId::ROOT, 0);
         cfq
+    }
+
+    /// The `cfq-v10` variant: a queue expired while its reads are in the
+    /// driver, before its first completion, charges its group from its
+    /// selection to their completion (see `cfq_v10.rs`).
+    pub fn charging_reads_in_flight(mut self, name: &'static str) -> Self {
+        self.name = name;
+        self.charge_in_flight = true;
+        self
     }
 
     /// With the kernel's defaults.
@@ -984,7 +1004,7 @@ impl Cfq {
 
 impl Scheduler for Cfq {
     fn name(&self) -> &'static str {
-        "cfq"
+        self.name
     }
 
     fn set_groups(&mut self, groups: &GroupTree) {
@@ -1085,6 +1105,11 @@ impl Scheduler for Cfq {
         };
         self.groups[g].dispatched -= 1;
         self.rq_in_flight[usize::from(qsync)] -= 1;
+        if self.q(id).dispatched == 0 {
+            if let Some(since) = self.qm(id).charge_from.take() {
+                self.charge_group(g, now.since(since));
+            }
+        }
         if nonidle {
             self.nonidle_in_flight -= 1;
             self.last_nonidle_end = now;

@@ -6,6 +6,7 @@ pub mod cfq;
 pub mod cfq2003;
 pub mod cfq_2632;
 pub(crate) mod cfq_common;
+pub mod cfq_v10;
 pub mod deadline;
 pub mod deadline_mc;
 pub mod kyber;

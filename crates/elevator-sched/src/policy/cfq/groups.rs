@@ -136,6 +136,18 @@ impl Cfq {
         }
     }
 
+    /// Add `charge` of disk time to group `g`'s vdisktime, scaled by its
+    /// share, if it is on the group tree (a group off it is placed anew
+    /// when it next gets busy).
+    pub(super) fn charge_group(&mut self, g: usize, charge: Duration) {
+        if self.groups[g].tree_key.is_some() {
+            let vfr = self.groups[g].vfraction.max(1);
+            self.group_tree_del(g);
+            self.groups[g].vdisktime += (charge.nanos() << SERVICE_SHIFT) / vfr;
+            self.group_tree_add(g);
+        }
+    }
+
     /// Charge group `g` for the slice queue `id` just ended.
     pub(super) fn group_served(&mut self, g: usize, id: QueueId, now: Instant) {
         let nr_sync = i64::from(self.groups[g].nr_cfqq)
@@ -143,18 +155,20 @@ impl Cfq {
             - i64::from(self.groups[g].trees[IDLE_TREE].count());
         debug_assert!(nr_sync >= 0);
         let mut charge = self.slice_usage(id, now);
-        let q = self.q(id);
-        if self.iops_mode() {
+        let iops_mode = self.iops_mode();
+        let open = self.charge_in_flight && !iops_mode;
+        let q = self.qm(id);
+        if iops_mode {
             charge = JIFFY.mul(u64::from(q.slice_dispatch));
         } else if !q.sync && nr_sync == 0 {
             charge = q.allocated_slice;
+        } else if open && q.slice_start.is_none() && q.dispatched > 0 {
+            // `cfq-v10`: charged when its reads complete (`complete`),
+            // from the first selection still uncharged.
+            q.charge_from.get_or_insert(q.dispatch_start);
+            charge = Duration::ZERO;
         }
-        if self.groups[g].tree_key.is_some() {
-            let vfr = self.groups[g].vfraction.max(1);
-            self.group_tree_del(g);
-            self.groups[g].vdisktime += (charge.nanos() << SERVICE_SHIFT) / vfr;
-            self.group_tree_add(g);
-        }
+        self.charge_group(g, charge);
         // Remember the workload state the group was in.
         self.groups[g].saved_workload = match self.workload_expires {
             Some(e) if e > now => Some((e.since(now), self.serving_class, self.serving_type)),
