@@ -150,6 +150,9 @@ fi
 
 echo "fio $(fio --version), elevator $($ELEVATOR --version | cut -d' ' -f2), kernel $(uname -r), target $TARGET"
 ROUNDS=${ROUNDS:-1}
+# fio lays out a job file's [global] filename= in the current directory
+# even when the job's own filename= names the target: run in the scratch one.
+cd "$WORK"
 echo "rounds: $ROUNDS (fio and ours alternating); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$ROUNDS"); do
     for j in $JOBS; do
