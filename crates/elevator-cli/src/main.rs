@@ -489,7 +489,9 @@ struct CheckFailed;
 
 impl std::fmt::Display for CheckFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("reproduce --check: some tables are worse than the committed expectations")
+        f.write_str(
+            "reproduce --check: some tables are worse than committed, or missing from the run",
+        )
     }
 }
 
@@ -980,7 +982,10 @@ fn reproduce(
         );
     }
     if let Some(committed) = committed {
-        let problems = committed.check(&result);
+        let mut problems = committed.check(&result);
+        if options.only.is_none() {
+            problems.extend(committed.missing(&result));
+        }
         for p in &problems {
             eprintln!("check: {p}");
         }

@@ -1040,6 +1040,19 @@ impl Expectations {
         }
         problems
     }
+
+    /// One line per committed table that a whole run (no `--only`) did
+    /// not produce: a scenario that stopped parsing, or lost its
+    /// `[[table]]`, must not pass the check by vanishing.
+    pub fn missing(&self, r: &Reproduction) -> Vec<String> {
+        let ran: std::collections::BTreeSet<&str> =
+            r.tables.iter().map(|t| t.id.as_str()).collect();
+        self.tables
+            .keys()
+            .filter(|id| !ran.contains(id.as_str()))
+            .map(|id| format!("{id}: committed but not in this run"))
+            .collect()
+    }
 }
 
 #[cfg(test)]

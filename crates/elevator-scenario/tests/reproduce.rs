@@ -41,10 +41,11 @@ fn every_table_holds_its_committed_verdict_and_the_readme_is_its_snapshot() {
 
     let text = r.to_text();
     println!("{text}");
-    let problems = committed().check(&r);
+    let mut problems = committed().check(&r);
+    problems.extend(committed().missing(&r));
     assert!(
         problems.is_empty(),
-        "worse than committed:\n{}",
+        "worse than committed, or missing:\n{}",
         problems.join("\n")
     );
 

@@ -236,4 +236,15 @@ fn check_flags_a_table_that_got_worse_and_one_never_blessed() {
     let problems = committed.check(&worse);
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(Expectations::default().check(&good)[0].contains("no committed verdict"));
+    assert!(committed.missing(&good).is_empty());
+    let none = Reproduction {
+        tables: Vec::new(),
+        ..good
+    };
+    let gone = committed.missing(&none);
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    assert!(
+        gone[0].contains("committed but not in this run"),
+        "{gone:?}"
+    );
 }
