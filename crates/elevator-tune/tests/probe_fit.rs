@@ -3,7 +3,7 @@
 //! and the fitted parameters come back within 5 %.
 
 use elevator_core::Duration;
-use elevator_tune::fit::{fit, Facts, Fitted};
+use elevator_tune::fit::{fit, Facts, Fitted, SsdFit};
 use elevator_tune::probe::ProbePlan;
 
 /// A flash device in the fit's shape with parameters of our choosing.
@@ -36,6 +36,21 @@ fn within(name: &str, got: f64, want: f64, tol: f64) {
         "{name}: fitted {got:.4}, known {want:.4} ({:.1} % off)",
         err * 100.0
     );
+}
+
+/// Probe the flash profile `text` on the simulator in three rounds and fit
+/// it: the flash parameters, and the written profile (checked to load).
+fn probe_flash_in_rounds(text: &str) -> (SsdFit, String) {
+    let device = elevator_device::parse("known", text).expect("the known profile loads");
+    let plan =
+        ProbePlan::standard(4_000_000_000, true, Duration::from_millis(1500), 20_000).repeated(3);
+    let results = elevator_tune::simulate_probe(&plan, device);
+    let f = fit(&results, &facts()).expect("fits");
+    let Fitted::Ssd(s) = f.model else {
+        panic!("not fitted as flash")
+    };
+    elevator_device::parse("probed", &f.profile).unwrap_or_else(|e| panic!("{e}\n{}", f.profile));
+    (s, f.profile)
 }
 
 #[test]
@@ -154,22 +169,14 @@ fn the_fit_recovers_a_known_tail_and_the_fixed_parameters_beside_it() {
         "{}[variability]\nextra_p50_us = 4.0\nextra_p99_us = 200.0\n",
         known(link, cmd, fw, read, program)
     );
-    let device = elevator_device::parse("known", &text).expect("the known profile loads");
-    let plan =
-        ProbePlan::standard(4_000_000_000, true, Duration::from_millis(1500), 20_000).repeated(3);
-    let results = elevator_tune::simulate_probe(&plan, device);
-    let f = fit(&results, &facts()).expect("fits");
-    let Fitted::Ssd(s) = f.model else {
-        panic!("not fitted as flash")
-    };
+    let (s, profile) = probe_flash_in_rounds(&text);
     within("extra_p50_us", s.extra_p50_us.unwrap(), 4.0, 0.10);
     within("extra_p99_us", s.extra_p99_us.unwrap(), 200.0, 0.10);
     within("link_mb_per_s", s.link_mb_per_s, link, 0.05);
     within("command_overhead_us", s.command_overhead_us, cmd, 0.05);
     within("firmware_latency_us", s.firmware_latency_us, fw, 0.05);
     within("read_us", s.read_us, read, 0.05);
-    assert!(f.profile.contains("[variability]"), "{}", f.profile);
-    elevator_device::parse("probed", &f.profile).unwrap_or_else(|e| panic!("{e}\n{}", f.profile));
+    assert!(profile.contains("[variability]"), "{profile}");
 }
 
 /// The failure tune.md recorded: one stalled distance phase (a 4 ms p50
@@ -231,16 +238,8 @@ fn the_fit_finds_rare_stalls_from_the_mean() {
          stall_fraction = 0.005\nstall_us = 2000.0\n",
         known(2000.0, 1.5, 8.0, 45.0, 1500.0)
     );
-    let device = elevator_device::parse("known", &text).expect("the known profile loads");
-    let plan =
-        ProbePlan::standard(4_000_000_000, true, Duration::from_millis(1500), 20_000).repeated(3);
-    let results = elevator_tune::simulate_probe(&plan, device);
-    let f = fit(&results, &facts()).expect("fits");
-    let Fitted::Ssd(s) = f.model else {
-        panic!("not fitted as flash")
-    };
+    let (s, _) = probe_flash_in_rounds(&text);
     within("stall_us", s.stall_us, 2000.0, 0.10);
     within("stall_fraction", s.stall_fraction, 0.005, 0.25);
     within("read_us", s.read_us, 45.0, 0.05);
-    elevator_device::parse("probed", &f.profile).unwrap_or_else(|e| panic!("{e}\n{}", f.profile));
 }
